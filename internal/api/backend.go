@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Backend is what the API serves: the daemon implements it. Errors wrap the
+// sentinels in package program (ErrNotFound, ErrExists, ErrInvalid,
+// ErrBadConfig, ErrStopping), which writeError maps to status codes.
+type Backend interface {
+	// List returns one consistent snapshot of every instance, sorted by id;
+	// agentsOnly keeps the agents.
+	List(agentsOnly bool) []program.Status
+	// Status returns one instance by exact id "name:k".
+	Status(id string) (program.Status, error)
+	// Add registers and (if autostart) starts a program; it returns its ids.
+	Add(spec program.Spec) ([]string, error)
+	// Remove stops every instance of the program and forgets it.
+	Remove(ctx context.Context, name string) error
+	// Start, Stop and Restart act on a selector ("all", "name", "name:k") and
+	// return the ids acted on. Stop returns once those instances have stopped
+	// (or ctx ends); Start and Restart return once the command is accepted.
+	Start(sel string) ([]string, error)
+	Stop(ctx context.Context, sel string) ([]string, error)
+	Restart(sel string) ([]string, error)
+	// Reload re-reads the config file; a config with errors changes nothing
+	// and returns an error wrapping program.ErrBadConfig with the messages.
+	Reload() (ReloadResult, error)
+	// Shutdown begins stopping the daemon; it returns at once.
+	Shutdown()
+	// LogPath is the current captured-output file of an instance.
+	LogPath(id string) (string, error)
+	// ParseProgram turns a POST /v1/programs body into a validated Spec.
+	ParseProgram(body []byte) (program.Spec, error)
+}
+
+// ReloadResult says what a reload changed, by program name.
+type ReloadResult struct {
+	Added     []string `json:"added"`
+	Removed   []string `json:"removed"`
+	Changed   []string `json:"changed"`
+	Unchanged []string `json:"unchanged"`
+}
+
+// Events is the numbered event log the API serves.
+type Events interface {
+	// Since returns the events with seq > since, oldest first, at most limit
+	// (0 = no limit), from the audit log.
+	Since(since uint64, limit int) ([]program.Event, error)
+	// Subscribe returns every event with seq > since, backlog first, then
+	// live, without gaps or duplicates. The channel closes when the
+	// subscription is cut off (a slow reader) or closed.
+	Subscribe(since uint64) Subscription
+}
+
+// Subscription is one live reader of the event log.
+type Subscription interface {
+	C() <-chan program.Event
+	// CutOff reports whether the log dropped this reader for being slow.
+	CutOff() bool
+	Close()
+}

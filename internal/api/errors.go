@@ -1,0 +1,73 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// errorBody is every error response: {"error": "..."}, plus "lifecycle":
+// "unknown" when a status lookup names no instance (SPEC 6).
+type errorBody struct {
+	Error     string `json:"error"`
+	Lifecycle string `json:"lifecycle,omitempty"`
+}
+
+// lookupError marks an error from a status lookup, whose 404 also says
+// "lifecycle": "unknown".
+type lookupError struct{ error }
+
+func (e lookupError) Unwrap() error { return e.error }
+
+// httpError carries its own status code, for errors of the HTTP layer
+// itself (a bad query parameter).
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+
+// statusOf maps an error to its status code.
+func statusOf(err error) int {
+	var he *httpError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		return he.code
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, program.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, program.ErrExists):
+		return http.StatusConflict
+	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig):
+		return http.StatusBadRequest
+	case errors.Is(err, program.ErrStopping):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError is the one place an error becomes a response.
+func writeError(w http.ResponseWriter, err error) {
+	code := statusOf(err)
+	body := errorBody{Error: err.Error()}
+	var le lookupError
+	if code == http.StatusNotFound && errors.As(err, &le) {
+		body.Lifecycle = program.LifecycleUnknown
+	}
+	writeJSON(w, code, body)
+}
+
+// writeJSON writes v as the whole response, one JSON value and a newline.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone; nothing to tell
+}

@@ -1,0 +1,207 @@
+// Package api is tend's HTTP/JSON API: the routes in routes.go served over
+// net/http on the daemon's unix socket (mode 0600). It knows nothing of
+// supervisors or the event log's storage: it serves a Backend and an Events
+// log, which the daemon implements.
+//
+// Handlers return error and one function, writeError, turns every error into
+// a status code and a JSON body {"error": "..."}. Streaming responses (log
+// follow and the SSE event stream) end when the client goes away or Close is
+// called, so shutting the daemon down never waits on a reader.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Version is the daemon's version, reported by GET /healthz. "" is
+	// reported as "dev".
+	Version string
+}
+
+// Server serves the API. Create it with New, add listeners with ServeUnix
+// or Serve, and stop it with Close.
+type Server struct {
+	b    Backend
+	ev   Events
+	opts Options
+	mux  *http.ServeMux
+
+	// done is closed by Close; streaming handlers select on it.
+	done      chan struct{}
+	closeOnce sync.Once
+
+	// Timing of streaming responses; tests shorten them.
+	keepalive time.Duration // SSE comment interval
+	poll      time.Duration // log follow polling interval
+
+	mu      sync.Mutex     // guards servers and closed
+	servers []*http.Server // one per Serve call
+	closed  bool
+}
+
+// Timeouts of every http.Server. There is no write timeout: log follow and
+// the event stream are long-lived responses.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	// closeGrace is how long Close lets ordinary requests in flight finish
+	// before it drops their connections.
+	closeGrace = 2 * time.Second
+)
+
+// New returns a Server for b and ev.
+func New(b Backend, ev Events, opts Options) *Server {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{
+		b:         b,
+		ev:        ev,
+		opts:      opts,
+		mux:       http.NewServeMux(),
+		done:      make(chan struct{}),
+		keepalive: 15 * time.Second,
+		poll:      200 * time.Millisecond,
+	}
+	s.routes()
+	return s
+}
+
+// Handler returns the API as an http.Handler (for tests and for serving on
+// listeners the caller owns).
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Handle adds a route beside the API's own (the daemon adds /metrics and the
+// dashboard). Call it before serving. A catch-all such as "GET /" would also
+// catch unknown API paths; register "GET /{$}" and prefixes instead.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// ServeUnix listens on the unix socket at path and serves until Close. A
+// stale socket left by a daemon that died is removed first (the caller holds
+// the state dir's lock, so no live daemon owns it); any other kind of file
+// at path is an error. The socket is made mode 0600: only its owner may talk
+// to the daemon.
+func (s *Server) ServeUnix(path string) error {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return fmt.Errorf("api: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("api: removing stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	// The state dir is normally private already; chmod narrows the socket
+	// itself in case it is not. (There is a short window with the umask's
+	// mode; a process-wide umask change would race other goroutines.)
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return fmt.Errorf("api: %w", err)
+	}
+	return s.Serve(l)
+}
+
+// Serve serves the API on l until Close; it closes l. It returns nil after
+// Close, and the listener's error otherwise.
+func (s *Server) Serve(l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.servers = append(s.servers, srv)
+	s.mu.Unlock()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close stops every listener, ends streaming responses at once, gives other
+// requests in flight a short grace and then drops their connections. It
+// never waits longer than that grace.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.servers = nil
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if srv.Shutdown(ctx) != nil {
+				srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// serveHTTP answers unknown paths and wrong methods with JSON like every
+// other error, then hands the request to the mux.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// No route: let the mux say what it would do (404, 405 with Allow, or a
+	// redirect to the clean path) without its plain-text body.
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	switch rec.code {
+	case http.StatusNotFound:
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such API path: " + r.URL.Path})
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: r.Method + " is not allowed on " + r.URL.Path})
+	default:
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.code)
+	}
+}
+
+// recorder keeps a response's status and headers and drops its body.
+type recorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return len(b), nil
+}
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// The defaults of SPEC section 2, in one place. A key a program and
+// [defaults] both omit takes its value from here.
+
+const (
+	defaultStateDir       = ".tend"
+	defaultAuditRetention = 336 * time.Hour
+	defaultCwd            = "."
+
+	// Bounds that SPEC 2 leaves to us.
+	maxInstances   = 10000
+	minLogFileSize = 4 << 10 // smaller files would rotate on every few lines
+)
+
+func defaultDaemon() program.Daemon {
+	return program.Daemon{
+		StateDir:       defaultStateDir,
+		Subreaper:      true,
+		AuditRetention: defaultAuditRetention,
+	}
+}
+
+// defaultSpec is a program with every key at its SPEC default; Name, Command
+// and Shell are the caller's to set, Cwd still needs resolving.
+func defaultSpec() program.Spec {
+	return program.Spec{
+		Cwd:           defaultCwd,
+		Instances:     1,
+		TurnIdleAfter: 10 * time.Second,
+
+		Restart:      program.RestartAlways,
+		Autostart:    true,
+		Ready:        program.ReadySpawn,
+		StartTimeout: 30 * time.Second,
+
+		StopSignal: syscall.SIGTERM,
+		StopGrace:  10 * time.Second,
+
+		BackoffInitial: time.Second,
+		BackoffMax:     60 * time.Second,
+		BackoffJitter:  0.1,
+		CleanExitCodes: []int{0},
+		FatalExitCodes: []int{},
+		StableRunReset: 5 * time.Minute,
+		MaxCrashes:     5,
+		HardMaxCrashes: 0,
+
+		CleanRestartBudget:  10,
+		CleanRestartWindow:  60 * time.Second,
+		CleanRestartBackoff: time.Second,
+
+		RSSExitCode:   12,
+		RSSBackoff:    30 * time.Second,
+		RSSLoopBudget: 3,
+		RSSLoopWindow: 10 * time.Minute,
+
+		WedgeChecks:       1,
+		WedgeRestartGrace: 10 * time.Second,
+		WedgeLoopBudget:   3,
+		WedgeLoopWindow:   30 * time.Minute,
+
+		Logs: program.Logs{MaxSize: 50 << 20, MaxFiles: 5},
+	}
+}
+
+func defaultProbe() program.Probe {
+	return program.Probe{Interval: 10 * time.Second, Timeout: 2 * time.Second, FailureThreshold: 3}
+}
+
+// programKeys are the keys of a [program.NAME] table (and of [defaults]).
+var programKeys = []string{
+	"command", "shell", "cwd", "env", "instances", "agent", "turn_idle_after", "user", "group",
+	"restart", "autostart", "ready", "start_timeout", "stop_signal", "stop_grace",
+	"backoff_initial", "backoff_max", "backoff_jitter", "clean_exit_codes", "fatal_exit_codes",
+	"stable_run_reset", "max_crashes", "hard_max_crashes",
+	"clean_restart_budget", "clean_restart_window", "clean_restart_backoff",
+	"rss_exit_code", "max_rss", "rss_backoff", "rss_loop_budget", "rss_loop_window",
+	"watchdog", "idle_output_timeout", "wedge_checks", "wedge_startup_grace",
+	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
+	"probe", "logs",
+}
+
+var (
+	probeKeys  = []string{"exec", "http", "interval", "timeout", "failure_threshold"}
+	logsKeys   = []string{"max_size", "max_files"}
+	daemonKeys = []string{"state_dir", "http", "subreaper", "audit_retention"}
+	topKeys    = []string{"daemon", "defaults", "program"}
+)

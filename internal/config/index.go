@@ -1,0 +1,117 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// index maps each key path of a TOML document to the line it first appears
+// on. Decoding into maps loses positions, yet every problem found after
+// decoding (a bad duration, a missing command) must still name its line, and
+// programs must keep file order; go-toml's unstable parser gives the
+// positions of keys.
+type index struct {
+	lines      map[string]int // pathKey(path) -> 1-based line of first appearance
+	lineStarts []int          // byte offset at which each line starts
+	exprAt     map[int][]string
+}
+
+// pathKey joins a path unambiguously: a quoted TOML key may contain dots.
+func pathKey(path []string) string { return strings.Join(path, "\x00") }
+
+// newIndex indexes a document. It stops quietly at the first syntax error,
+// keeping what came before: the decoder reports the error itself.
+func newIndex(data []byte) *index {
+	ix := &index{lines: make(map[string]int), exprAt: make(map[int][]string), lineStarts: []int{0}}
+	for i, b := range data {
+		if b == '\n' {
+			ix.lineStarts = append(ix.lineStarts, i+1)
+		}
+	}
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			it := e.Key()
+			var line int
+			table, line = ix.recordKey(nil, &it)
+			ix.markExpr(line, table)
+		case unstable.KeyValue:
+			ix.markExpr(ix.recordKeyValue(table, e))
+		}
+	}
+	return ix
+}
+
+// recordKeyValue records the key of a key/value node under table, and the
+// keys of an inline table value below it. It returns the line of this key and
+// its full path.
+func (ix *index) recordKeyValue(table []string, kv *unstable.Node) (int, []string) {
+	it := kv.Key()
+	path, line := ix.recordKey(table, &it)
+	if v := kv.Value(); v.Kind == unstable.InlineTable {
+		children := v.Children()
+		for children.Next() {
+			if c := children.Node(); c.Kind == unstable.KeyValue {
+				ix.recordKeyValue(path, c)
+			}
+		}
+	}
+	return line, path
+}
+
+// recordKey records every prefix of a dotted key below base (so `a.b.c = 1`
+// also places tables a and a.b). It returns the full path and the line of
+// this occurrence of the key.
+func (ix *index) recordKey(base []string, it *unstable.Iterator) ([]string, int) {
+	path := slices.Clone(base)
+	line := 0
+	for it.Next() {
+		n := it.Node()
+		path = append(path, string(n.Data))
+		line = ix.lineOf(int(n.Raw.Offset))
+		k := pathKey(path)
+		if _, ok := ix.lines[k]; !ok {
+			ix.lines[k] = line
+		}
+	}
+	return path, line
+}
+
+// markExpr remembers the full key of the first expression on a line, to name
+// the key of errors go-toml reports by position only.
+func (ix *index) markExpr(line int, path []string) {
+	if _, taken := ix.exprAt[line]; !taken {
+		ix.exprAt[line] = path
+	}
+}
+
+func (ix *index) lineOf(offset int) int {
+	i, found := slices.BinarySearch(ix.lineStarts, offset)
+	if found {
+		return i + 1
+	}
+	return i
+}
+
+// line is the line of path, or of its nearest ancestor that appears in the
+// document (a missing key is reported at its table); 0 if none does.
+func (ix *index) line(path []string) int {
+	for n := len(path); n > 0; n-- {
+		if l, ok := ix.lines[pathKey(path[:n])]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// has reports whether the exact path appears in the document.
+func (ix *index) has(path []string) bool {
+	_, ok := ix.lines[pathKey(path)]
+	return ok
+}

@@ -1,0 +1,13 @@
+package program
+
+import "errors"
+
+// Sentinel errors shared by the daemon, the API and the CLI; wrap them with
+// %w and test with errors.Is.
+var (
+	ErrNotFound  = errors.New("no such program or instance") // API 404, CLI exit 3
+	ErrExists    = errors.New("program already exists")      // API 409
+	ErrInvalid   = errors.New("invalid request")             // API 400, CLI exit 2
+	ErrBadConfig = errors.New("bad config")                  // API 400 on reload, CLI exit 2
+	ErrStopping  = errors.New("daemon is shutting down")     // API 503
+)

@@ -1,0 +1,221 @@
+package program
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event kinds (SPEC 5).
+const (
+	KindSpawned        = "spawned"
+	KindSpawnFailed    = "spawn_failed"
+	KindExited         = "exited"
+	KindBackoff        = "backoff"
+	KindHealthWarn     = "health_warn"
+	KindWedged         = "wedged"
+	KindRSSExceeded    = "rss_exceeded"
+	KindGaveUp         = "gave_up"
+	KindStatusChanged  = "status_changed"
+	KindTrackedChanged = "tracked_changed"
+	KindDaemon         = "daemon"
+)
+
+// Backoff reasons.
+const (
+	ReasonWedgeRestart    = "wedge_restart"
+	ReasonOperatorRestart = "operator_restart"
+	ReasonRSSWatchdog     = "rss_watchdog"
+	ReasonCleanExit       = "clean_exit"
+	ReasonBudgetExceeded  = "budget_exceeded"
+	ReasonCrash           = "crash"
+)
+
+// Health warnings.
+const (
+	WarnCleanBudget      = "clean_restart_budget_exceeded"
+	WarnRSSLoop          = "rss_watchdog_loop"
+	WarnCrashDegraded    = "crash_budget_degraded"
+	WarnWedgeRestartLoop = "wedge_restart_loop"
+)
+
+// Daemon phases.
+const (
+	PhaseStarted  = "started"
+	PhaseReloaded = "reloaded"
+	PhaseStopping = "stopping"
+	PhaseStopped  = "stopped"
+	PhaseAdopted  = "adopted"
+)
+
+// TimeFormat is how every timestamp is written: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Time is a timestamp that marshals as TimeFormat in UTC.
+type Time struct{ time.Time }
+
+// MarshalJSON writes TimeFormat; the zero time is null.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + t.UTC().Format(TimeFormat) + `"`), nil
+}
+
+// UnmarshalJSON reads any RFC 3339 time or null.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		t.Time = time.Time{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	t.Time = v
+	return err
+}
+
+// Event is one numbered event. Data holds the kind's own fields as one of the
+// payload types below; on the wire they sit beside the common fields.
+type Event struct {
+	Seq     uint64
+	TS      time.Time
+	Kind    string
+	ID      string // the instance, when the event concerns one
+	Program string
+	Data    any
+}
+
+type eventHead struct {
+	Seq     uint64 `json:"seq"`
+	TS      Time   `json:"ts"`
+	Kind    string `json:"kind"`
+	ID      string `json:"id,omitempty"`
+	Program string `json:"program,omitempty"`
+}
+
+// Payloads, one per kind.
+type (
+	Spawned struct {
+		PID int `json:"pid"`
+		Run int `json:"run"`
+	}
+	SpawnFailed struct {
+		Error string `json:"error"`
+		Errno string `json:"errno"` // "ENOENT"; "" when the error has no errno
+	}
+	Exited struct {
+		PID           int     `json:"pid"`
+		Code          *int    `json:"code"`
+		Signal        *string `json:"signal"`
+		RunDurationMS int64   `json:"run_duration_ms"`
+		LikelyCause   string  `json:"likely_cause"`
+		CrashCount    int     `json:"crash_count"`
+		MaxRSSBytes   int64   `json:"max_rss_bytes"`
+	}
+	Backoff struct {
+		MS         int64  `json:"ms"`
+		CrashCount int    `json:"crash_count"`
+		Reason     string `json:"reason"`
+	}
+	HealthWarn struct {
+		Reason   string `json:"reason"`
+		Count    int    `json:"count"`
+		WindowMS int64  `json:"window_ms,omitempty"`
+		Max      int    `json:"max,omitempty"`
+	}
+	Wedged struct {
+		Source string `json:"source"`
+		Detail string `json:"detail"`
+	}
+	RSSExceeded struct {
+		RSSBytes int64 `json:"rss_bytes"`
+		MaxRSS   int64 `json:"max_rss"`
+	}
+	GaveUp struct {
+		CrashCount int `json:"crash_count"`
+		Max        int `json:"max"`
+	}
+	TrackedChanged struct {
+		IDs []string `json:"ids"`
+	}
+	DaemonPhase struct {
+		Phase string `json:"phase"`
+		PID   int    `json:"pid,omitempty"`
+		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
+	}
+)
+
+// payloadFor returns a fresh payload for kind, for decoding.
+func payloadFor(kind string) any {
+	switch kind {
+	case KindSpawned:
+		return &Spawned{}
+	case KindSpawnFailed:
+		return &SpawnFailed{}
+	case KindExited:
+		return &Exited{}
+	case KindBackoff:
+		return &Backoff{}
+	case KindHealthWarn:
+		return &HealthWarn{}
+	case KindWedged:
+		return &Wedged{}
+	case KindRSSExceeded:
+		return &RSSExceeded{}
+	case KindGaveUp:
+		return &GaveUp{}
+	case KindStatusChanged:
+		return &Status{}
+	case KindTrackedChanged:
+		return &TrackedChanged{}
+	case KindDaemon:
+		return &DaemonPhase{}
+	}
+	return &map[string]any{}
+}
+
+// MarshalJSON writes one flat object: the common fields, then the payload's.
+func (e Event) MarshalJSON() ([]byte, error) {
+	h := eventHead{e.Seq, Time{e.TS}, e.Kind, e.ID, e.Program}
+	if e.Kind == KindStatusChanged {
+		h.ID, h.Program = "", "" // the status object carries both
+	}
+	head, err := json.Marshal(h)
+	if err != nil || e.Data == nil {
+		return head, err
+	}
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return nil, err
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) < 2 || data[0] != '{' {
+		return nil, fmt.Errorf("event %s: payload %T is not an object", e.Kind, e.Data)
+	}
+	if len(data) == 2 { // {}
+		return head, nil
+	}
+	out := make([]byte, 0, len(head)+len(data))
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, ',')
+	return append(out, data[1:]...), nil
+}
+
+// UnmarshalJSON reads the flat form back, with Data a pointer to the kind's
+// payload type (a *map[string]any for a kind this build does not know).
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var h eventHead
+	if err := json.Unmarshal(b, &h); err != nil {
+		return err
+	}
+	p := payloadFor(h.Kind)
+	if err := json.Unmarshal(b, p); err != nil {
+		return fmt.Errorf("event %d (%s): %w", h.Seq, h.Kind, err)
+	}
+	*e = Event{Seq: h.Seq, TS: h.TS.Time, Kind: h.Kind, ID: h.ID, Program: h.Program, Data: p}
+	return nil
+}

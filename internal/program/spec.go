@@ -1,0 +1,133 @@
+// Package program is tend's vocabulary: the program Spec, instance ids, run
+// exits and their causes, events and the status object. Every other package
+// speaks in these types; this one imports only the standard library.
+package program
+
+import (
+	"regexp"
+	"syscall"
+	"time"
+)
+
+// NamePattern is the pattern every program name must match (SPEC 1).
+var NamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// Restart policies (SPEC 2, 3).
+const (
+	RestartAlways    = "always"     // every end of a run restarts
+	RestartOnFailure = "on-failure" // clean exits end the instance as exited
+	RestartNever     = "never"      // nothing restarts
+)
+
+// Readiness modes.
+const (
+	ReadySpawn  = "spawn"  // running as soon as the process is exec'd
+	ReadyNotify = "notify" // running only after READY=1 on the notify socket
+)
+
+// Spec is one program, fully defaulted and validated: the config package
+// produces it, nothing downstream needs to know about defaults. Durations of
+// zero mean "off" where the field says so.
+type Spec struct {
+	Name    string            // matches NamePattern
+	Command []string          // argv; exactly one of Command and Shell is set
+	Shell   string            // run as /bin/sh -c Shell
+	Cwd     string            // absolute (config resolves it against the config file's folder)
+	Env     map[string]string // added to tend's own environment
+
+	Instances     int           // >= 1 (0 is allowed over the API only as "none")
+	Agent         bool          // an AI agent: status reports turns
+	TurnIdleAfter time.Duration // silence after which an agent is idle; default 10s
+	User, Group   string        // run as this account (tend must be root)
+
+	Restart      string        // RestartAlways | RestartOnFailure | RestartNever
+	Autostart    bool          // start with the daemon (default true)
+	Ready        string        // ReadySpawn | ReadyNotify
+	StartTimeout time.Duration // with ReadyNotify; default 30s
+
+	StopSignal syscall.Signal // default SIGTERM; sent to the run's process group
+	StopGrace  time.Duration  // then SIGKILL; default 10s
+
+	BackoffInitial time.Duration // crash backoff base; default 1s
+	BackoffMax     time.Duration // crash backoff cap; default 60s
+	BackoffJitter  float64       // 0..1; default 0.1
+	CleanExitCodes []int         // default [0]
+	FatalExitCodes []int         // default none
+	StableRunReset time.Duration // a crash after a longer run resets crash_count to 1; default 5m
+	MaxCrashes     int           // soft budget (degraded); default 5
+	HardMaxCrashes int           // 0 = never give up; default 0
+
+	CleanRestartBudget  int           // default 10
+	CleanRestartWindow  time.Duration // default 60s
+	CleanRestartBackoff time.Duration // default 1s
+
+	RSSExitCode   int           // default 12
+	MaxRSS        int64         // bytes; 0 = no memory watchdog
+	RSSBackoff    time.Duration // default 30s
+	RSSLoopBudget int           // default 3
+	RSSLoopWindow time.Duration // default 10m
+
+	Watchdog          time.Duration // 0 = off; WATCHDOG=1 required this often
+	IdleOutputTimeout time.Duration // 0 = off
+	WedgeChecks       int           // default 1
+	WedgeStartupGrace time.Duration // default 0
+	WedgeRestartGrace time.Duration // default 10s
+	WedgeLoopBudget   int           // default 3
+	WedgeLoopWindow   time.Duration // default 30m
+
+	Probe *Probe // nil = no liveness probe
+	Logs  Logs
+}
+
+// Probe is a liveness probe, like a Kubernetes liveness probe.
+type Probe struct {
+	Exec             []string      // argv; exactly one of Exec and HTTP is set
+	HTTP             string        // URL answered with 2xx/3xx when healthy
+	Interval         time.Duration // default 10s
+	Timeout          time.Duration // default 2s
+	FailureThreshold int           // default 3
+}
+
+// Logs configures the captured-output files of each instance.
+type Logs struct {
+	MaxSize  int64 // bytes per file before rotation; default 50MiB
+	MaxFiles int   // rotated files kept; default 5
+}
+
+// Argv is the argument vector a run executes.
+func (s *Spec) Argv() []string {
+	if s.Shell != "" {
+		return []string{"/bin/sh", "-c", s.Shell}
+	}
+	return s.Command
+}
+
+// IsCleanCode reports whether code counts as a clean exit (row 3 of SPEC 3).
+func (s *Spec) IsCleanCode(code int) bool { return contains(s.CleanExitCodes, code) }
+
+// IsFatalCode reports whether code means "do not restart".
+func (s *Spec) IsFatalCode(code int) bool { return contains(s.FatalExitCodes, code) }
+
+func contains(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Daemon is the [daemon] table.
+type Daemon struct {
+	StateDir       string        // absolute; default ".tend" beside the config file
+	HTTP           string        // TCP listen address for the dashboard and API; "" = none
+	Subreaper      bool          // PR_SET_CHILD_SUBREAPER; default true
+	AuditRetention time.Duration // default 336h
+}
+
+// Config is a whole loaded configuration.
+type Config struct {
+	File     string // the file it came from, for messages
+	Daemon   Daemon
+	Programs []Spec // in file order
+}

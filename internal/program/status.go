@@ -1,0 +1,91 @@
+package program
+
+// Fine states of an instance (SPEC 6), supervisord's names.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateBackoff  = "backoff"
+	StateStopping = "stopping"
+	StateStopped  = "stopped"
+	StateExited   = "exited"
+	StateFatal    = "fatal"
+)
+
+// Coarse lifecycles (SPEC 6).
+const (
+	LifecycleRunning = "running"
+	LifecycleIdle    = "idle"
+	LifecycleDone    = "done"
+	LifecycleError   = "error"
+	LifecycleUnknown = "unknown"
+)
+
+// Process tracking modes.
+const (
+	TrackingGroup = "group"
+	TrackingTree  = "tree"
+	TrackingNone  = "none"
+)
+
+// Restarts counts the ends of runs that were followed by a restart, by cause.
+type Restarts struct {
+	Crash           int `json:"crash"`
+	CleanExit       int `json:"clean_exit"`
+	RSSWatchdog     int `json:"rss_watchdog"`
+	WedgeRestart    int `json:"wedge_restart"`
+	OperatorRestart int `json:"operator_restart"`
+}
+
+// Total is the sum over every cause.
+func (r Restarts) Total() int {
+	return r.Crash + r.CleanExit + r.RSSWatchdog + r.WedgeRestart + r.OperatorRestart
+}
+
+// LastExit is the status's summary of the previous run's end.
+type LastExit struct {
+	Code        *int    `json:"code"`
+	Signal      *string `json:"signal"`
+	LikelyCause string  `json:"likely_cause"`
+	At          Time    `json:"at"`
+}
+
+// Process is one member of a run's process tree.
+type Process struct {
+	PID      int    `json:"pid"`
+	PPID     int    `json:"ppid"`
+	PGID     int    `json:"pgid"`
+	Cmd      string `json:"cmd"`
+	RSSBytes int64  `json:"rss_bytes"`
+	State    string `json:"state"`
+}
+
+// Status is the one answer to "is this instance alive and what is it doing"
+// (SPEC 6).
+type Status struct {
+	ID          string    `json:"id"`
+	Program     string    `json:"program"`
+	Instance    int       `json:"instance"`
+	Agent       bool      `json:"agent"`
+	State       string    `json:"state"`
+	Lifecycle   string    `json:"lifecycle"`
+	PID         *int      `json:"pid"`
+	Run         int       `json:"run"`
+	StartedAt   Time      `json:"started_at"`
+	UptimeMS    int64     `json:"uptime_ms"`
+	Ready       bool      `json:"ready"`
+	TurnActive  bool      `json:"turn_active"`
+	StatusText  string    `json:"status_text"`
+	CrashCount  int       `json:"crash_count"`
+	Degraded    bool      `json:"degraded"`
+	Restarts    Restarts  `json:"restarts"`
+	LastExit    *LastExit `json:"last_exit"`
+	NextStartAt Time      `json:"next_start_at"`
+	Why         string    `json:"why"`
+	RSSBytes    int64     `json:"rss_bytes"`
+	Processes   []Process `json:"processes"`
+	Tracking    string    `json:"tracking"`
+	ComputedAt  Time      `json:"computed_at"`
+}
+
+// Alive reports whether a run is in place (its process has not been reaped).
+func (s *Status) Alive() bool { return s.PID != nil }

@@ -1,0 +1,226 @@
+// Package reaper is the only place in tend that waits for "any child".
+//
+// wait4(-1) is process-wide: two callers would steal each other's children,
+// and the robbed one would wait forever. So exactly one goroutine drains
+// exited children, woken by SIGCHLD (plus a slow safety tick), and routes each
+// pid to the owner registered for it. An exited pid nobody registered (an
+// orphan adopted as subreaper or PID 1) is counted and dropped.
+//
+// Registration is atomic with the fork: Spawn holds the registry lock across
+// the fork and the insert, and the drain holds the same lock, so the reaper
+// can never reap a child before its owner is known. That lock also covers the
+// other half of the race: Go's ForkExec waits for a child whose exec failed,
+// which a concurrent wait4(-1) would otherwise steal.
+//
+// The drain never passes __WALL or __WCLONE: children that do not signal
+// SIGCHLD on exit (such as the Go runtime's own pidfd self-check clone) are
+// not ours to take.
+package reaper
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Status is one reaped child.
+type Status struct {
+	PID    int
+	Wait   syscall.WaitStatus
+	MaxRSS int64     // peak resident set in bytes (the child and its reaped descendants)
+	At     time.Time // when the reaper collected it
+}
+
+// Owner receives a registered child's Status on the reaper's goroutine. It
+// must not block (send to a buffered channel).
+type Owner func(Status)
+
+// route is where a registered pid's exit goes.
+type route struct {
+	owner     Owner
+	killGroup bool // SIGKILL the rest of its process group when it exits
+}
+
+// Reaper owns wait4 for the whole process. Create one per process.
+type Reaper struct {
+	mu     sync.Mutex     // held across every fork, signal and wait; guards routes
+	routes map[int]route  // live (unreaped) registered pids; guarded by mu
+	orphan atomic.Uint64  // exited children with no owner
+	reaped atomic.Uint64  // every child collected
+	onReap func(pid int)  // test hook, called under mu before routing; nil normally
+	sigs   chan os.Signal // SIGCHLD wake-ups
+	stop   chan struct{}  // closed by Stop
+	done   chan struct{}  // closed when the loop has returned
+	once   sync.Once      // guards Stop
+	tick   time.Duration  // safety drain interval
+	notify func(chan<- os.Signal, ...os.Signal)
+}
+
+// New returns a stopped Reaper.
+func New() *Reaper {
+	return &Reaper{
+		routes: make(map[int]route),
+		sigs:   make(chan os.Signal, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		tick:   time.Second,
+		notify: signal.Notify,
+	}
+}
+
+// Start makes the process a child subreaper if asked (orphaned grandchildren
+// then come to us instead of init) and starts the drain loop.
+func (r *Reaper) Start(subreaper bool) error {
+	if subreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
+		}
+	}
+	r.notify(r.sigs, syscall.SIGCHLD)
+	go r.loop()
+	return nil
+}
+
+// Stop ends the drain loop. Children still registered are not reaped.
+func (r *Reaper) Stop() {
+	r.once.Do(func() {
+		signal.Stop(r.sigs)
+		close(r.stop)
+	})
+	<-r.done
+}
+
+func (r *Reaper) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.tick) // a lost SIGCHLD cannot strand an exit for long
+	defer t.Stop()
+	for {
+		r.Drain()
+		select {
+		case <-r.sigs:
+		case <-t.C:
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// Spawn runs fork (which starts one child and returns its pid) under the
+// registry lock and registers the pid to owner before the lock is released.
+// With killGroup, when the child exits the reaper SIGKILLs what is left of its
+// process group before collecting it (the child must lead its own group).
+func (r *Reaper) Spawn(fork func() (int, error), owner Owner, killGroup bool) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := fork()
+	if err != nil {
+		return 0, err
+	}
+	r.routes[pid] = route{owner: owner, killGroup: killGroup}
+	return pid, nil
+}
+
+// ErrGone is returned by Signal for a pid that is no longer registered: it
+// has been reaped (or was never ours), so its number may belong to a stranger.
+var ErrGone = errors.New("process already reaped")
+
+// Signal sends sig to a registered pid, or to its process group with group.
+// It holds the registry lock, so the pid cannot be reaped (and its number
+// reused) between the check and the kill.
+func (r *Reaper) Signal(pid int, sig syscall.Signal, group bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.routes[pid]; !ok {
+		return ErrGone
+	}
+	target := pid
+	if group {
+		target = -pid
+	}
+	err := syscall.Kill(target, sig)
+	if errors.Is(err, syscall.ESRCH) && group {
+		err = syscall.Kill(pid, sig) // the child has not reached setpgid yet
+	}
+	return err
+}
+
+// Registered reports whether pid is a live registered child.
+func (r *Reaper) Registered(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.routes[pid]
+	return ok
+}
+
+// Orphans is how many unowned children have been reaped.
+func (r *Reaper) Orphans() uint64 { return r.orphan.Load() }
+
+// Reaped is how many children have been reaped in all.
+func (r *Reaper) Reaped() uint64 { return r.reaped.Load() }
+
+// Drain collects every child that has exited and routes it. The drain loop
+// calls it on each SIGCHLD; it is exported for PID 1 mode and tests.
+func (r *Reaper) Drain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		pid, ok := peek()
+		if !ok {
+			return
+		}
+		rt, owned := r.routes[pid]
+		if owned && rt.killGroup {
+			// The leader is a zombie, so its pid (and the group id) cannot
+			// have been reused: this kill only reaches its own stragglers.
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
+		if err != nil || got != pid {
+			return // someone else collected it; nothing to route
+		}
+		r.reaped.Add(1)
+		if r.onReap != nil {
+			r.onReap(pid)
+		}
+		if !owned {
+			r.orphan.Add(1)
+			continue
+		}
+		delete(r.routes, pid)
+		rt.owner(Status{PID: pid, Wait: ws, MaxRSS: ru.Maxrss * 1024, At: time.Now()})
+	}
+}
+
+// peek returns the pid of an exited child without collecting it (WNOWAIT),
+// so the zombie keeps its pid while the drain decides what to do.
+func peek() (int, bool) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, false // ECHILD: no children at all
+		}
+		pid := siginfoPID(&info)
+		return pid, pid > 0 // 0: children exist, none has exited
+	}
+}
+
+// siginfoPID reads si_pid, which x/sys/unix does not name: on 64-bit Linux
+// it is the first field of the union after si_signo, si_errno and si_code,
+// which the union's 8-byte alignment puts at offset 16.
+func siginfoPID(info *unix.Siginfo) int {
+	const off = unsafe.Sizeof(int32(0)) * 4
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
+}

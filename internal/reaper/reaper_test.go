@@ -1,0 +1,232 @@
+package reaper
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The subreaper setting and wait4(-1) are process-wide, so the real tests run
+// in a re-executed copy of this test binary (TestInChild*), where nothing else
+// waits for children. TestReaper starts that copy and checks it passed.
+const childEnv = "TEND_REAPER_TEST_CHILD"
+
+func TestReaper(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in the child")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInChild", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestInChild") {
+		t.Fatalf("child tests failed: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "--- FAIL") || strings.Contains(string(out), "--- SKIP: TestInChild") {
+		t.Fatalf("child tests:\n%s", out)
+	}
+	t.Logf("child:\n%s", out)
+}
+
+var (
+	shared     *Reaper
+	sharedOnce sync.Once
+)
+
+// inChild skips outside the re-executed child and returns its one Reaper.
+func inChild(t *testing.T) *Reaper {
+	t.Helper()
+	if os.Getenv(childEnv) == "" {
+		t.Skip("runs in a re-executed child; see TestReaper")
+	}
+	sharedOnce.Do(func() {
+		shared = New()
+		if err := shared.Start(true); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return shared
+}
+
+// forkExec returns a fork function for Spawn that runs argv in its own group.
+func forkExec(argv ...string) func() (int, error) {
+	return func() (int, error) {
+		return syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+			Env:   os.Environ(),
+			Files: []uintptr{0, 1, 2},
+			Sys:   &syscall.SysProcAttr{Setpgid: true},
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// children lists this process's live or zombie children.
+func children(t *testing.T) []int {
+	t.Helper()
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var pids []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+func TestInChildOrphansOfADoubleForkAreReapedAndCounted(t *testing.T) {
+	r := inChild(t)
+	before := r.Orphans()
+	got := make(chan Status, 1)
+	// The subshell forks sleep and exits at once: sleep is orphaned and,
+	// with the subreaper bit, reparented to us. No group kill, so it lives.
+	_, err := r.Spawn(forkExec("/bin/sh", "-c", "(sleep 0.3 &); exit 3"), func(s Status) { got <- s }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s.Wait.ExitStatus() != 3 {
+			t.Errorf("owner got exit %d, want 3", s.Wait.ExitStatus())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("owner never got its exit")
+	}
+	waitFor(t, "the orphaned sleep to be reaped", func() bool { return r.Orphans() > before })
+	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+}
+
+func TestInChildEachOwnerGetsOnlyItsOwnChildren(t *testing.T) {
+	r := inChild(t)
+	const owners, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, owners)
+	for o := 0; o < owners; o++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := make(chan Status, each)
+			mine := map[int]bool{}
+			for i := 0; i < each; i++ {
+				pid, err := r.Spawn(forkExec("/bin/sh", "-c", "exit "+strconv.Itoa(o)), func(s Status) { ch <- s }, true)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mine[pid] = true
+			}
+			for i := 0; i < each; i++ {
+				select {
+				case s := <-ch:
+					if !mine[s.PID] || s.Wait.ExitStatus() != o {
+						errs <- errors.New("owner " + strconv.Itoa(o) + " got a stranger's exit: pid " + strconv.Itoa(s.PID))
+						return
+					}
+					delete(mine, s.PID)
+				case <-time.After(20 * time.Second):
+					errs <- errors.New("owner " + strconv.Itoa(o) + " is missing exits")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestInChildFailedExecDoesNotConfuseTheReaper(t *testing.T) {
+	r := inChild(t)
+	before := r.Orphans()
+	var wg sync.WaitGroup
+	// Failing execs race real exits: Go's ForkExec reaps a child whose exec
+	// failed itself; under the registry lock the drain cannot steal it.
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				_, err := r.Spawn(forkExec("/nonexistent/binary"), func(Status) { t.Error("a failed spawn got an exit") }, true)
+				if !errors.Is(err, syscall.ENOENT) {
+					t.Errorf("spawn of a missing binary: %v, want ENOENT", err)
+				}
+			}
+		}()
+	}
+	done := make(chan Status, 50)
+	for j := 0; j < 50; j++ {
+		if _, err := r.Spawn(forkExec("/bin/true"), func(s Status) { done <- s }, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for j := 0; j < 50; j++ {
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("only %d of 50 exits arrived", j)
+		}
+	}
+	if n := r.Orphans() - before; n != 0 {
+		t.Errorf("%d children were reaped as orphans; failed execs leaked into the drain", n)
+	}
+}
+
+func TestInChildGroupStragglersAreKilledWhenTheLeaderExits(t *testing.T) {
+	r := inChild(t)
+	got := make(chan Status, 1)
+	// The background sleep stays in the leader's group; it must not outlive it.
+	pid, err := r.Spawn(forkExec("/bin/sh", "-c", "sleep 300 & echo $! > "+t.TempDir()+"/bg; exit 0"), func(s Status) { got <- s }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit")
+	}
+	waitFor(t, "the straggler to be killed and reaped", func() bool { return len(children(t)) == 0 })
+	if err := r.Signal(pid, syscall.SIGTERM, true); !errors.Is(err, ErrGone) {
+		t.Errorf("Signal to a reaped pid: %v, want ErrGone", err)
+	}
+}
+
+func TestInChildSignalReachesTheGroup(t *testing.T) {
+	r := inChild(t)
+	got := make(chan Status, 1)
+	pid, err := r.Spawn(forkExec("/bin/sh", "-c", "sleep 300; exit 0"), func(s Status) { got <- s }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "sleep to start", func() bool { return len(children(t)) >= 1 })
+	if err := r.Signal(pid, syscall.SIGKILL, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if !s.Wait.Signaled() || s.Wait.Signal() != syscall.SIGKILL {
+			t.Errorf("exit %v, want killed by SIGKILL", s.Wait)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit")
+	}
+	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+}
