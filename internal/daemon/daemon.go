@@ -1,12 +1,28 @@
 // Package daemon runs tend up: it loads the config, takes the state-dir lock,
-// starts the reaper, the event log, the supervisors and the API, and stops
-// them all on SIGTERM, SIGINT or tend down.
+// starts the reaper, the event log, the broker, the supervisors and the API,
+// and stops them all on SIGTERM, SIGINT or tend down, leaving no process of
+// any instance behind.
 package daemon
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/broker"
+	"github.com/tend-sh/tend/internal/config"
+	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/supervisor"
 )
 
 // ErrAlreadyRunning is returned when another daemon holds the state dir.
@@ -14,14 +30,199 @@ var ErrAlreadyRunning = errors.New("a tend daemon is already running")
 
 // Options configure Run.
 type Options struct {
-	ConfigPath string    // the TOML file or Procfile
-	JSON       bool      // event lines on Stderr as JSON instead of text
-	Stderr     io.Writer // where event lines go
+	ConfigPath string                     // the TOML file or Procfile
+	JSON       bool                       // event lines on Stderr as JSON instead of text
+	Stderr     io.Writer                  // where event lines go
+	Format     func(program.Event) string // the text form of an event line
+	Version    string                     // reported by the API
 }
+
+// Paths inside a state directory.
+const (
+	SocketName = "tend.sock"
+	lockName   = "tend.lock"
+)
 
 // Run runs the daemon in the foreground until ctx ends, a SIGTERM/SIGINT
 // arrives or a client asks it to stop. Config errors wrap
 // program.ErrBadConfig (exit 2); a held lock wraps ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
-	return errors.New("not yet")
+	cfg, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return err
+	}
+	d, err := start(cfg, opts)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+// daemon is one running tend up. Its fields are set by start and read-only
+// after, except what the components guard themselves.
+type daemon struct {
+	cfg      *program.Config
+	opts     Options
+	lock     *os.File
+	log      *events.Log
+	reaper   *reaper.Reaper
+	broker   *broker.Broker
+	mgr      *supervisor.Manager
+	api      *api.Server
+	shutdown chan struct{} // closed by the first request to stop
+	once     chanOnce
+	printer  chan struct{} // closed when the event printer has caught up and ended
+}
+
+func start(cfg *program.Config, opts Options) (*daemon, error) {
+	sd := cfg.Daemon.StateDir
+	for _, dir := range []string{sd, filepath.Join(sd, "logs"), filepath.Join(sd, "audit")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("state_dir: %w", err)
+		}
+	}
+	sock := filepath.Join(sd, SocketName)
+	if len(sock) >= 108 {
+		return nil, fmt.Errorf("%w: %s: state_dir %s is too deep for a unix socket path (%d bytes, the limit is 107)", program.ErrBadConfig, cfg.File, sd, len(sock))
+	}
+	lock, err := acquireLock(filepath.Join(sd, lockName))
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{})}
+	d.log, err = events.Open(events.Options{Dir: filepath.Join(sd, "audit"), Retention: cfg.Daemon.AuditRetention})
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	d.reaper = reaper.New()
+	if err := d.reaper.Start(cfg.Daemon.Subreaper || os.Getpid() == 1); err != nil {
+		d.log.Close()
+		lock.Close()
+		return nil, err
+	}
+	publish := func(e program.Event) { d.log.Publish(e) }
+	d.broker = broker.New(publish, nil)
+	d.mgr = supervisor.NewManager(supervisor.Deps{
+		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
+		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"),
+	}, d.broker.Forget)
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
+	return d, nil
+}
+
+func (d *daemon) serve(ctx context.Context) error {
+	go d.print(d.log.LastSeq())
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
+	apiErr := make(chan error, 1)
+	go func() { apiErr <- d.api.ServeUnix(sock) }()
+	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
+	for _, spec := range d.cfg.Programs {
+		if _, err := d.mgr.Add(spec); err != nil {
+			d.note("adding %s: %v", spec.Name, err)
+		}
+	}
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-d.shutdown:
+			break loop
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				if _, rerr := d.reload(); rerr != nil {
+					d.note("reload refused:\n%v", rerr)
+				}
+				continue
+			}
+			break loop
+		case err = <-apiErr:
+			if err != nil {
+				err = fmt.Errorf("api: %w", err)
+				break loop
+			}
+		}
+	}
+	return errors.Join(err, d.stop())
+}
+
+// stop stops every instance, then everything else, in the reverse order of start.
+func (d *daemon) stop() error {
+	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopping, PID: os.Getpid()}})
+	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
+	defer cancel()
+	err := d.mgr.Shutdown(ctx)
+	killStragglers(d.reaper)
+	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopped, PID: os.Getpid()}})
+	select { // let the printer show the last lines
+	case <-d.printer:
+	case <-time.After(2 * time.Second):
+	}
+	d.api.Close()
+	d.reaper.Stop()
+	d.log.Close()
+	os.Remove(filepath.Join(d.cfg.Daemon.StateDir, SocketName))
+	d.lock.Close()
+	return err
+}
+
+// stopBudget bounds a shutdown: the longest stop_grace, then SIGKILL, plus
+// room for the kernel to tear processes down.
+func (d *daemon) stopBudget() time.Duration {
+	longest := 10 * time.Second
+	for _, p := range d.cfg.Programs {
+		longest = max(longest, p.StopGrace)
+	}
+	return longest + 30*time.Second
+}
+
+// requestStop starts a shutdown once, from any goroutine.
+func (d *daemon) requestStop() { d.once.close(d.shutdown) }
+
+// note writes a daemon message among the event lines.
+func (d *daemon) note(format string, args ...any) {
+	if d.opts.Stderr != nil {
+		fmt.Fprintf(d.opts.Stderr, "tend: "+format+"\n", args...)
+	}
+}
+
+// print writes every event after seq to Stderr until the daemon stops.
+func (d *daemon) print(seq uint64) {
+	defer close(d.printer)
+	for {
+		sub := d.log.Subscribe(seq)
+		for e := range sub.C() {
+			seq = e.Seq
+			d.printEvent(e)
+			if e.Kind == program.KindDaemon && e.Data.(*program.DaemonPhase).Phase == program.PhaseStopped {
+				sub.Close()
+				return
+			}
+		}
+		if !sub.CutOff() {
+			return // the log closed
+		}
+	}
+}
+
+func (d *daemon) printEvent(e program.Event) {
+	if d.opts.Stderr == nil {
+		return
+	}
+	if d.opts.JSON || d.opts.Format == nil {
+		b, err := e.MarshalJSON()
+		if err == nil {
+			d.opts.Stderr.Write(append(b, '\n'))
+		}
+		return
+	}
+	if line := d.opts.Format(e); line != "" {
+		fmt.Fprintln(d.opts.Stderr, line)
+	}
 }

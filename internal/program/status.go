@@ -1,5 +1,7 @@
 package program
 
+import "time"
+
 // Fine states of an instance (SPEC 6), supervisord's names.
 const (
 	StateStarting = "starting"
@@ -89,3 +91,14 @@ type Status struct {
 
 // Alive reports whether a run is in place (its process has not been reaped).
 func (s *Status) Alive() bool { return s.PID != nil }
+
+// Snapshot is what an instance's supervisor reports after every change. The
+// broker keeps the latest one per instance and derives the rest of the Status
+// (lifecycle, why, uptime, process tree) from it when asked.
+type Snapshot struct {
+	Status     Status           // the supervisor's own fields
+	Spec       *Spec            // the spec the instance runs with (read-only)
+	Backoff    *Backoff         // the pending backoff while in StateBackoff
+	Stopping   string           // why a stop is under way ("stop", "restart"), while stopping
+	LastOutput func() time.Time // when the instance last wrote output
+}

@@ -1,0 +1,127 @@
+// Package broker is the one answer to "is this instance alive and what is it
+// doing". Supervisors push a Snapshot after every change; the broker keeps the
+// latest per registered instance and derives the full Status (lifecycle, why,
+// uptime, turn) through one pure reducer when asked. It publishes
+// status_changed when a change a reader cares about happens (state,
+// lifecycle, pid, turn, process count), never for a no-op.
+//
+// An id that is not registered is answered as unknown and leaves nothing
+// behind: lookups never insert. A list is one consistent snapshot taken under
+// the broker's lock: its ids are exactly the registered ones at that moment.
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Broker holds the latest snapshot of every registered instance.
+type Broker struct {
+	publish func(program.Event)
+	now     func() time.Time
+
+	mu      sync.Mutex        // guards entries
+	entries map[string]*entry // by instance id
+}
+
+type entry struct {
+	snap program.Snapshot
+	seen changeKey // what the last status_changed (or registration) said
+}
+
+// changeKey is the part of a status whose change is worth an event.
+type changeKey struct {
+	state, lifecycle string
+	pid              int
+	turn             bool
+	procs            int
+}
+
+func keyOf(s *program.Status) changeKey {
+	k := changeKey{state: s.State, lifecycle: s.Lifecycle, turn: s.TurnActive, procs: len(s.Processes)}
+	if s.PID != nil {
+		k.pid = *s.PID
+	}
+	return k
+}
+
+// New returns an empty Broker. publish receives status_changed events.
+func New(publish func(program.Event), now func() time.Time) *Broker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Broker{publish: publish, now: now, entries: map[string]*entry{}}
+}
+
+// Update records an instance's latest snapshot, registering it on first
+// sight, and publishes status_changed if something a reader cares about
+// changed.
+func (b *Broker) Update(s program.Snapshot) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[s.Status.ID]
+	st := Derive(s, b.now())
+	k := keyOf(&st)
+	if !ok {
+		b.entries[s.Status.ID] = &entry{snap: s, seen: k}
+		return
+	}
+	e.snap = s
+	if k != e.seen {
+		e.seen = k
+		b.publish(program.Event{Kind: program.KindStatusChanged, ID: st.ID, Program: st.Program, Data: &st})
+	}
+}
+
+// Forget drops an instance; later lookups answer unknown.
+func (b *Broker) Forget(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.entries, id)
+}
+
+// Status derives one instance's status; an unknown id wraps
+// program.ErrNotFound and is not remembered.
+func (b *Broker) Status(id string) (program.Status, error) {
+	b.mu.Lock()
+	e, ok := b.entries[id]
+	var snap program.Snapshot
+	if ok {
+		snap = e.snap
+	}
+	b.mu.Unlock()
+	if !ok {
+		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
+	}
+	return Derive(snap, b.now()), nil
+}
+
+// List derives every registered instance's status from one snapshot of the
+// registry, sorted by program then instance; agentsOnly keeps agents.
+func (b *Broker) List(agentsOnly bool) []program.Status {
+	b.mu.Lock()
+	snaps := make([]program.Snapshot, 0, len(b.entries))
+	for _, e := range b.entries {
+		if !agentsOnly || e.snap.Status.Agent {
+			snaps = append(snaps, e.snap)
+		}
+	}
+	b.mu.Unlock()
+	now := b.now()
+	out := make([]program.Status, len(snaps))
+	for i := range snaps {
+		out[i] = Derive(snaps[i], now)
+	}
+	slices.SortFunc(out, func(a, b program.Status) int {
+		if c := strings.Compare(a.Program, b.Program); c != 0 {
+			return c
+		}
+		return a.Instance - b.Instance
+	})
+	return out
+}

@@ -1,0 +1,189 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Derive completes a supervisor's snapshot into the full status at now:
+// uptime, turn, lifecycle and why. It is pure: the same snapshot and time
+// give the same status.
+func Derive(s program.Snapshot, now time.Time) program.Status {
+	st := s.Status
+	st.ComputedAt = program.Time{Time: now}
+	st.Processes = []program.Process{}
+	st.Tracking = program.TrackingNone
+	alive := st.PID != nil
+	if alive {
+		st.UptimeMS = now.Sub(st.StartedAt.Time).Milliseconds()
+		if s.Spec != nil && st.Degraded && now.Sub(st.StartedAt.Time) > s.Spec.StableRunReset {
+			st.Degraded = false // this run has outlived stable_run_reset
+		}
+	}
+	st.TurnActive = alive && turnActive(s, now)
+	st.Lifecycle = Lifecycle(st.State, alive, st.Agent, st.TurnActive, st.LastExit)
+	st.Why = why(s, &st, now)
+	return st
+}
+
+func turnActive(s program.Snapshot, now time.Time) bool {
+	if !s.Status.Agent {
+		return false
+	}
+	idle := 10 * time.Second
+	if s.Spec != nil && s.Spec.TurnIdleAfter > 0 {
+		idle = s.Spec.TurnIdleAfter
+	}
+	if s.LastOutput == nil {
+		return false
+	}
+	last := s.LastOutput()
+	return !last.IsZero() && now.Sub(last) < idle
+}
+
+// Lifecycle is the coarse state (SPEC 6), one pure function of the rest:
+// alive and in a turn (or not an agent) is running; alive agent between turns
+// is idle; not alive after a clean exit or an operator stop (or never
+// started) is done; not alive after a failure is error.
+func Lifecycle(state string, alive, agent, turnActive bool, last *program.LastExit) string {
+	if alive {
+		if turnActive || !agent {
+			return program.LifecycleRunning
+		}
+		return program.LifecycleIdle
+	}
+	switch state {
+	case program.StateBackoff, program.StateFatal:
+		return program.LifecycleError
+	case program.StateStarting:
+		return program.LifecycleRunning // a spawn is under way
+	}
+	if last == nil || last.LikelyCause == program.CauseCleanExit || last.LikelyCause == program.CauseOperatorStop {
+		return program.LifecycleDone
+	}
+	if state == program.StateStopped {
+		return program.LifecycleDone // stopped by the operator after whatever came before
+	}
+	return program.LifecycleError
+}
+
+// why is one plain sentence a person can act on.
+func why(s program.Snapshot, st *program.Status, now time.Time) string {
+	spec := s.Spec
+	if spec == nil {
+		spec = &program.Spec{}
+	}
+	switch st.State {
+	case program.StateRunning, program.StateStarting:
+		w := "up " + Human(time.Duration(st.UptimeMS)*time.Millisecond)
+		if st.State == program.StateStarting {
+			w = "starting, waiting for READY=1"
+		}
+		if st.Degraded {
+			w += fmt.Sprintf("; degraded: %d crashes reached max_crashes %d", st.CrashCount, spec.MaxCrashes)
+		}
+		if h := history(st.Restarts); h != "" {
+			w += "; " + h + " since start"
+		}
+		return w
+	case program.StateStopping:
+		if s.Stopping == "restart" {
+			return "restarting: sent " + program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
+		}
+		return "stopping: sent " + program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
+	case program.StateBackoff:
+		return backoffWhy(s, st, spec, now)
+	case program.StateFatal:
+		if st.LastExit != nil && st.LastExit.Code != nil && spec.IsFatalCode(*st.LastExit.Code) {
+			return fmt.Sprintf("gave up: exit %d is in fatal_exit_codes; fix it, then tend start %s", *st.LastExit.Code, st.ID)
+		}
+		return fmt.Sprintf("gave up after %d crashes (hard_max_crashes %d): %s; fix it, then tend start %s",
+			st.CrashCount, spec.HardMaxCrashes, exitText(st.LastExit), st.ID)
+	case program.StateExited:
+		return fmt.Sprintf("exited: %s; restart = %q", exitText(st.LastExit), spec.Restart)
+	}
+	if st.LastExit == nil {
+		if spec.Autostart {
+			return "not started yet"
+		}
+		return "not started (autostart = false); tend start " + st.ID
+	}
+	return "stopped by the operator; tend start " + st.ID
+}
+
+func backoffWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now time.Time) string {
+	left := st.NextStartAt.Sub(now)
+	if left < 0 {
+		left = 0
+	}
+	in := Human(left.Round(100 * time.Millisecond))
+	reason := ""
+	if s.Backoff != nil {
+		reason = s.Backoff.Reason
+	}
+	switch reason {
+	case program.ReasonRSSWatchdog:
+		return fmt.Sprintf("backing off %s after a memory drain: %s; rss_backoff %s", in, exitText(st.LastExit), Human(spec.RSSBackoff))
+	case program.ReasonBudgetExceeded:
+		return fmt.Sprintf("backing off %s: more than %d clean exits in %s (clean_restart_budget)", in, spec.CleanRestartBudget, Human(spec.CleanRestartWindow))
+	}
+	w := fmt.Sprintf("backing off %s after crash %d of %d: %s", in, st.CrashCount, spec.MaxCrashes, exitText(st.LastExit))
+	if st.Degraded {
+		w += "; degraded"
+	}
+	return w
+}
+
+// exitText says how a run ended: "exit 1 (runtime_error)", "SIGKILL (oom_or_external_kill)".
+func exitText(e *program.LastExit) string {
+	switch {
+	case e == nil:
+		return "no exit yet"
+	case e.Signal != nil:
+		return fmt.Sprintf("%s (%s)", *e.Signal, e.LikelyCause)
+	case e.Code != nil:
+		return fmt.Sprintf("exit %d (%s)", *e.Code, e.LikelyCause)
+	}
+	return "did not start (" + e.LikelyCause + ")"
+}
+
+// history summarises restarts: "1 crash and 1 memory drain".
+func history(r program.Restarts) string {
+	var parts []string
+	add := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			parts = append(parts, "1 "+one)
+		case n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", n, many))
+		}
+	}
+	add(r.Crash, "crash", "crashes")
+	add(r.RSSWatchdog, "memory drain", "memory drains")
+	add(r.WedgeRestart, "wedge restart", "wedge restarts")
+	add(r.CleanExit, "clean exit", "clean exits")
+	add(r.OperatorRestart, "operator restart", "operator restarts")
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// Human prints a duration the way people write it: 1m21s, 8s, 350ms, 2h5m.
+func Human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}

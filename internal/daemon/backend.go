@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/config"
+	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/supervisor"
+)
+
+// backend serves the API from the daemon's manager and broker.
+type backend struct{ d *daemon }
+
+var _ api.Backend = (*backend)(nil)
+
+func (b *backend) List(agentsOnly bool) []program.Status { return b.d.broker.List(agentsOnly) }
+
+func (b *backend) Status(id string) (program.Status, error) {
+	if _, _, ok := program.SplitID(id); !ok {
+		return program.Status{}, fmt.Errorf("%w: %q is not an instance id (NAME:K)", program.ErrNotFound, id)
+	}
+	return b.d.broker.Status(id)
+}
+
+func (b *backend) Add(spec program.Spec) ([]string, error) { return b.d.mgr.Add(spec) }
+
+func (b *backend) Remove(ctx context.Context, name string) error { return b.d.mgr.Remove(ctx, name) }
+
+func (b *backend) Start(sel string) ([]string, error)   { return b.d.mgr.Start(sel) }
+func (b *backend) Restart(sel string) ([]string, error) { return b.d.mgr.Restart(sel) }
+func (b *backend) Stop(ctx context.Context, sel string) ([]string, error) {
+	return b.d.mgr.Stop(ctx, sel)
+}
+
+func (b *backend) Reload() (api.ReloadResult, error) { return b.d.reload() }
+
+func (b *backend) Shutdown() { b.d.requestStop() }
+
+func (b *backend) LogPath(id string) (string, error) {
+	if _, _, ok := program.SplitID(id); !ok {
+		return "", fmt.Errorf("%w: %q is not an instance id (NAME:K)", program.ErrNotFound, id)
+	}
+	if _, err := b.d.broker.Status(id); err != nil {
+		return "", err
+	}
+	return supervisor.LogPath(filepath.Join(b.d.cfg.Daemon.StateDir, "logs"), id), nil
+}
+
+func (b *backend) ParseProgram(body []byte) (program.Spec, error) {
+	return config.ParseProgramJSON(body, filepath.Dir(b.d.cfg.File))
+}
+
+// reload re-reads the config file and applies its programs. A config with
+// errors changes nothing. The [daemon] table is read only at start.
+func (d *daemon) reload() (api.ReloadResult, error) {
+	cfg, err := config.Load(d.cfg.File)
+	if err != nil {
+		return api.ReloadResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
+	defer cancel()
+	diff, err := d.mgr.Apply(ctx, cfg.Programs)
+	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseReloaded}})
+	res := api.ReloadResult{Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Unchanged: diff.Unchanged}
+	if cfg.Daemon != d.cfg.Daemon {
+		d.note("reload: [daemon] changes take effect at the next tend up")
+	}
+	return res, err
+}
+
+// eventSource adapts the event log to the API's interface.
+type eventSource struct{ log *events.Log }
+
+func (e eventSource) Since(since uint64, limit int) ([]program.Event, error) {
+	return e.log.Since(since, limit)
+}
+
+func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Subscribe(since) }

@@ -1,0 +1,155 @@
+// Package spawn turns a program Spec into a running process group: argv (no
+// shell unless the Spec asks for one), environment, working directory, its
+// own process group, and stdout/stderr captured to the instance's rotated log
+// file. The fork happens inside the reaper's registry lock (reaper.Spawn), so
+// the exit can only ever reach the run's owner. Nothing here waits for a
+// child: the reaper delivers every exit.
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/reaper"
+)
+
+// Env is the environment of an instance's runs: tend's own, the Spec's env
+// on top, and the TEND_* variables that tell a run who it is.
+func Env(s *program.Spec, k int) []string {
+	m := map[string]string{}
+	var order []string
+	set := func(kv string) {
+		key, val, _ := strings.Cut(kv, "=")
+		if _, ok := m[key]; !ok {
+			order = append(order, key)
+		}
+		m[key] = val
+	}
+	for _, kv := range os.Environ() {
+		set(kv)
+	}
+	for key, val := range s.Env {
+		set(key + "=" + val)
+	}
+	set("TEND_ID=" + program.InstanceID(s.Name, k))
+	set("TEND_PROGRAM=" + s.Name)
+	set(fmt.Sprintf("TEND_INSTANCE=%d", k))
+	out := make([]string, 0, len(order))
+	for _, key := range order {
+		out = append(out, key+"="+m[key])
+	}
+	return out
+}
+
+// Request is one run to start.
+type Request struct {
+	Spec  *program.Spec
+	Env   []string // from Env, plus per-run additions
+	Out   *Output
+	Owner reaper.Owner // gets the run's exit from the reaper
+}
+
+var (
+	devNullOnce sync.Once
+	devNull     *os.File // shared stdin of every run
+	devNullErr  error
+)
+
+// Start launches one run and returns its pid. An error means nothing runs
+// (missing binary, permission, bad cwd): the caller treats it as a spawn
+// failure. The child leads its own process group, so a stop reaches every
+// process it started that did not leave the group.
+func Start(r *reaper.Reaper, req Request) (int, error) {
+	devNullOnce.Do(func() { devNull, devNullErr = os.Open(os.DevNull) })
+	if devNullErr != nil {
+		return 0, devNullErr
+	}
+	argv := req.Spec.Argv()
+	path, err := lookPath(argv[0], req.Spec.Cwd, req.Env)
+	if err != nil {
+		return 0, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	attr := &syscall.ProcAttr{
+		Dir: req.Spec.Cwd,
+		Env: req.Env,
+		// Fd() makes pw blocking, which is what the child's stdout must be.
+		Files: []uintptr{devNull.Fd(), pw.Fd(), pw.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, req.Owner, true)
+	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs
+	if err != nil {
+		pr.Close()
+		if req.Spec.Cwd != "" {
+			if _, serr := os.Stat(req.Spec.Cwd); serr != nil {
+				return 0, fmt.Errorf("cwd %s: %w", req.Spec.Cwd, serr)
+			}
+		}
+		return 0, fmt.Errorf("exec %s: %w", path, err)
+	}
+	go req.Out.copyFrom(pr)
+	return pid, nil
+}
+
+// lookPath resolves argv[0] like a shell would, with the run's own PATH; a
+// name with a slash is taken relative to the run's cwd.
+func lookPath(name, cwd string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) && cwd != "" {
+			return filepath.Join(cwd, name), nil
+		}
+		return name, nil
+	}
+	pathEnv := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if !filepath.IsAbs(p) && cwd != "" {
+			p = filepath.Join(cwd, p)
+		}
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %s: %w", name, exec.ErrNotFound)
+}
+
+// Errno names the errno behind a spawn error ("ENOENT"), or "" if none.
+func Errno(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		if name := errnoNames[e]; name != "" {
+			return name
+		}
+		return fmt.Sprintf("errno %d", int(e))
+	}
+	if errors.Is(err, exec.ErrNotFound) {
+		return "ENOENT"
+	}
+	return ""
+}
+
+var errnoNames = map[syscall.Errno]string{
+	syscall.ENOENT: "ENOENT", syscall.EACCES: "EACCES", syscall.EPERM: "EPERM",
+	syscall.ENOEXEC: "ENOEXEC", syscall.ENOTDIR: "ENOTDIR", syscall.E2BIG: "E2BIG",
+	syscall.ENOMEM: "ENOMEM", syscall.EAGAIN: "EAGAIN", syscall.EMFILE: "EMFILE",
+	syscall.ETXTBSY: "ETXTBSY", syscall.ELOOP: "ELOOP", syscall.EISDIR: "EISDIR",
+}

@@ -1,0 +1,327 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Manager holds every program's instances and routes operator commands to
+// them. It owns membership (which programs and instances exist); each
+// instance owns its own state.
+type Manager struct {
+	deps   Deps
+	forget func(id string) // drops an instance from the broker after it ended
+
+	trackMu sync.Mutex // serialises tracked_changed, so the last one published is the current list
+
+	mu     sync.Mutex        // guards progs and closed
+	progs  map[string]*group // by program name
+	closed bool              // shutting down: no more additions
+}
+
+// group is one program's instances.
+type group struct {
+	spec  *program.Spec
+	insts []*Instance
+}
+
+// NewManager returns an empty Manager. forget is called with each instance's
+// id once its goroutine has ended for good.
+func NewManager(deps Deps, forget func(id string)) *Manager {
+	return &Manager{deps: deps, forget: forget, progs: map[string]*group{}}
+}
+
+// Add registers a program, starts its instances if it autostarts, and
+// returns their ids.
+func (m *Manager) Add(spec program.Spec) ([]string, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, program.ErrStopping
+	}
+	if _, ok := m.progs[spec.Name]; ok {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
+	}
+	g := &group{spec: &spec}
+	m.growLocked(g, spec.Instances)
+	m.progs[spec.Name] = g
+	insts := slices.Clone(g.insts)
+	m.mu.Unlock()
+	m.trackedChanged()
+	if spec.Autostart {
+		sendAll(insts, cmdStart)
+	}
+	return idsOf(insts), nil
+}
+
+// growLocked adds instances to g until it has n.
+func (m *Manager) growLocked(g *group, n int) {
+	for k := len(g.insts); k < n; k++ {
+		in := newInstance(g.spec, k, m.deps)
+		in.report() // the broker knows it before anyone can ask for it
+		go in.loop()
+		g.insts = append(g.insts, in)
+	}
+}
+
+// Remove stops every instance of a program and forgets it.
+func (m *Manager) Remove(ctx context.Context, name string) error {
+	m.mu.Lock()
+	g, ok := m.progs[name]
+	if ok {
+		delete(m.progs, name)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
+	}
+	err := m.retire(ctx, g.insts)
+	m.trackedChanged()
+	return err
+}
+
+// retire stops and ends the instances and forgets them.
+func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
+	if err := waitAll(ctx, sendAll(insts, cmdRemove)); err != nil {
+		return err
+	}
+	for _, in := range insts {
+		<-in.done
+		m.forget(in.id)
+	}
+	return nil
+}
+
+// Start starts the selected instances that are not running.
+func (m *Manager) Start(sel string) ([]string, error) { return m.act(nil, sel, cmdStart) }
+
+// Restart restarts the selected instances (an intentional restart: crash
+// accounting untouched, immediate respawn).
+func (m *Manager) Restart(sel string) ([]string, error) { return m.act(nil, sel, cmdRestart) }
+
+// Stop stops the selected instances and returns once they have stopped.
+func (m *Manager) Stop(ctx context.Context, sel string) ([]string, error) {
+	return m.act(ctx, sel, cmdStop)
+}
+
+func (m *Manager) act(ctx context.Context, sel string, kind cmdKind) ([]string, error) {
+	insts, err := m.resolve(sel)
+	if err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return idsOf(insts), waitAll(ctx, sendAll(insts, kind))
+}
+
+// resolve turns a selector into instances, sorted by id.
+func (m *Manager) resolve(sel string) ([]*Instance, error) {
+	s, err := program.ParseSelector(sel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", program.ErrNotFound, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Instance
+	for _, name := range m.namesLocked() {
+		g := m.progs[name]
+		switch {
+		case s.All:
+			out = append(out, g.insts...)
+		case s.Program != name:
+		case s.Instance < 0:
+			out = append(out, g.insts...)
+		case s.Instance < len(g.insts):
+			out = append(out, g.insts[s.Instance])
+		}
+	}
+	if len(out) == 0 && !s.All {
+		return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
+	}
+	return out, nil
+}
+
+func (m *Manager) namesLocked() []string {
+	names := make([]string, 0, len(m.progs))
+	for n := range m.progs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// IDs lists every instance id, sorted.
+func (m *Manager) IDs() []string {
+	insts, _ := m.resolve("all")
+	return idsOf(insts)
+}
+
+// Spec returns the spec of a program.
+func (m *Manager) Spec(name string) (*program.Spec, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.progs[name]
+	if !ok {
+		return nil, false
+	}
+	return g.spec, true
+}
+
+// Diff is what Apply changed, by program name.
+type Diff struct {
+	Added, Removed, Changed, Unchanged []string
+}
+
+// Apply brings the running programs in line with specs (a reload): new ones
+// start, missing ones stop and go, changed ones restart with their new spec,
+// unchanged ones are left alone, and a change of instances alone adds or
+// retires instances without touching the others.
+func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error) {
+	var d Diff
+	want := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(specs)+len(m.IDs())+1)
+	for i := range specs {
+		spec := specs[i]
+		want[spec.Name] = true
+		old, ok := m.Spec(spec.Name)
+		switch {
+		case !ok:
+			d.Added = append(d.Added, spec.Name)
+			if _, err := m.Add(spec); err != nil {
+				errs <- err
+			}
+		case reflect.DeepEqual(*old, spec):
+			d.Unchanged = append(d.Unchanged, spec.Name)
+		case onlyInstancesDiffer(*old, spec):
+			d.Changed = append(d.Changed, spec.Name)
+			wg.Go(func() { errs <- m.rescale(ctx, spec.Name, spec.Instances) })
+		default:
+			d.Changed = append(d.Changed, spec.Name)
+			wg.Go(func() { errs <- m.replace(ctx, spec) })
+		}
+	}
+	m.mu.Lock()
+	names := m.namesLocked()
+	m.mu.Unlock()
+	for _, name := range names {
+		if !want[name] {
+			d.Removed = append(d.Removed, name)
+			wg.Go(func() { errs <- m.Remove(ctx, name) })
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+func onlyInstancesDiffer(a, b program.Spec) bool {
+	a.Instances = b.Instances
+	return reflect.DeepEqual(a, b)
+}
+
+// replace stops a program's instances and starts them again with spec.
+func (m *Manager) replace(ctx context.Context, spec program.Spec) error {
+	if err := m.Remove(ctx, spec.Name); err != nil {
+		return err
+	}
+	_, err := m.Add(spec)
+	return err
+}
+
+// rescale grows or shrinks a program to n instances; the others run on.
+func (m *Manager) rescale(ctx context.Context, name string, n int) error {
+	m.mu.Lock()
+	g, ok := m.progs[name]
+	if !ok {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
+	}
+	spec := *g.spec
+	spec.Instances = n
+	g.spec = &spec // instances keep the spec they started with; only the count differs
+	var extra, added []*Instance
+	if n < len(g.insts) {
+		extra = slices.Clone(g.insts[n:])
+		g.insts = g.insts[:n]
+	} else {
+		before := len(g.insts)
+		m.growLocked(g, n)
+		added = slices.Clone(g.insts[before:])
+	}
+	m.mu.Unlock()
+	if spec.Autostart {
+		sendAll(added, cmdStart)
+	}
+	err := m.retire(ctx, extra)
+	m.trackedChanged()
+	return err
+}
+
+// Shutdown stops every instance and refuses further additions.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	names := m.namesLocked()
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		wg.Go(func() { errs <- m.Remove(ctx, name) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) trackedChanged() {
+	m.trackMu.Lock()
+	defer m.trackMu.Unlock()
+	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: m.IDs()}})
+}
+
+// sendAll sends kind to every instance and returns the reply channels.
+func sendAll(insts []*Instance, kind cmdKind) []chan struct{} {
+	replies := make([]chan struct{}, len(insts))
+	for i, in := range insts {
+		replies[i] = make(chan struct{})
+		in.send(command{kind: kind, reply: replies[i]})
+	}
+	return replies
+}
+
+func waitAll(ctx context.Context, replies []chan struct{}) error {
+	for _, r := range replies {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func idsOf(insts []*Instance) []string {
+	ids := make([]string, len(insts))
+	for i, in := range insts {
+		ids[i] = in.id
+	}
+	return ids
+}
