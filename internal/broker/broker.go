@@ -11,6 +11,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -72,9 +73,15 @@ func (b *Broker) Update(s program.Snapshot) {
 		return
 	}
 	e.snap = s
+	b.announceLocked(e, &st, k)
+}
+
+// announceLocked publishes status_changed if k differs from what was last
+// announced for e.
+func (b *Broker) announceLocked(e *entry, st *program.Status, k changeKey) {
 	if k != e.seen {
 		e.seen = k
-		b.publish(program.Event{Kind: program.KindStatusChanged, ID: st.ID, Program: st.Program, Data: &st})
+		b.publish(program.Event{Kind: program.KindStatusChanged, ID: st.ID, Program: st.Program, Data: st})
 	}
 }
 
@@ -124,4 +131,34 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 		return a.Instance - b.Instance
 	})
 	return out
+}
+
+// Run re-derives the alive agents once a second until ctx ends, so a turn
+// that starts or ends (output within turn_idle_after, or silence) is
+// announced by status_changed even when the supervisor reports nothing new.
+func (b *Broker) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.recheck()
+		}
+	}
+}
+
+// recheck re-derives every alive agent and announces the ones that changed.
+func (b *Broker) recheck() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	for _, e := range b.entries {
+		if !e.snap.Status.Agent || e.snap.Status.PID == nil {
+			continue
+		}
+		st := Derive(e.snap, now)
+		b.announceLocked(e, &st, keyOf(&st))
+	}
 }

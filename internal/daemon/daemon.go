@@ -113,6 +113,9 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 
 func (d *daemon) serve(ctx context.Context) error {
 	go d.print(d.log.LastSeq())
+	bctx, stopBroker := context.WithCancel(context.Background())
+	defer stopBroker()
+	go d.broker.Run(bctx)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)

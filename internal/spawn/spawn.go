@@ -64,8 +64,8 @@ var (
 
 // Start launches one run and returns its pid. An error means nothing runs
 // (missing binary, permission, bad cwd): the caller treats it as a spawn
-// failure. The child leads its own process group, so a stop reaches every
-// process it started that did not leave the group.
+// failure. The child leads its own session and process group, so a stop
+// reaches every process it started that did not leave the group.
 func Start(r *reaper.Reaper, req Request) (int, error) {
 	devNullOnce.Do(func() { devNull, devNullErr = os.Open(os.DevNull) })
 	if devNullErr != nil {
@@ -85,7 +85,10 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		Env: req.Env,
 		// Fd() makes pw blocking, which is what the child's stdout must be.
 		Files: []uintptr{devNull.Fd(), pw.Fd(), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		// Its own session (and so its own process group, pgid == pid):
+		// stop signals reach the whole group, the process tree can be found
+		// by session, and no terminal signal of tend's reaches it.
+		Sys: &syscall.SysProcAttr{Setsid: true},
 	}
 	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, req.Owner, true)
 	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs

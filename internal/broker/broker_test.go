@@ -1,0 +1,259 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+var t0 = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+
+func exitWith(cause string) *program.LastExit {
+	return &program.LastExit{LikelyCause: cause, At: program.Time{Time: t0}}
+}
+
+func TestLifecycleTable(t *testing.T) {
+	states := []string{program.StateStarting, program.StateRunning, program.StateBackoff, program.StateStopping,
+		program.StateStopped, program.StateExited, program.StateFatal}
+	exits := map[string]*program.LastExit{
+		"none": nil, "clean": exitWith(program.CauseCleanExit), "crash": exitWith(program.CauseRuntimeError),
+		"stop": exitWith(program.CauseOperatorStop), "rss": exitWith(program.CauseRSSWatchdog),
+	}
+	for _, state := range states {
+		// A run is in place in these states only.
+		alive := state == program.StateRunning || state == program.StateStopping || state == program.StateStarting
+		for _, agent := range []bool{false, true} {
+			for _, turn := range []bool{false, true} {
+				for name, last := range exits {
+					got := Lifecycle(state, alive, agent, turn, last)
+					want := expectLifecycle(state, alive, agent, turn, name)
+					if got != want {
+						t.Errorf("state=%s alive=%v agent=%v turn=%v last=%s: %s, want %s", state, alive, agent, turn, name, got, want)
+					}
+				}
+			}
+		}
+	}
+	// Not alive but starting (a spawn under way) is not an error.
+	if got := Lifecycle(program.StateStarting, false, false, false, nil); got != program.LifecycleRunning {
+		t.Errorf("starting without a pid: %s", got)
+	}
+}
+
+// expectLifecycle restates SPEC 6's rule case by case.
+func expectLifecycle(state string, alive, agent, turn bool, last string) string {
+	switch {
+	case alive && (turn || !agent):
+		return "running"
+	case alive:
+		return "idle"
+	case state == program.StateBackoff || state == program.StateFatal:
+		return "error"
+	case state == program.StateStopped:
+		return "done"
+	case last == "none" || last == "clean" || last == "stop":
+		return "done"
+	}
+	return "error"
+}
+
+func snap(id string, mod func(*program.Snapshot)) program.Snapshot {
+	name, k, _ := program.SplitID(id)
+	s := program.Snapshot{
+		Status: program.Status{ID: id, Program: name, Instance: k, State: program.StateStopped},
+		Spec:   &program.Spec{Name: name, MaxCrashes: 5, StableRunReset: 5 * time.Minute, TurnIdleAfter: 10 * time.Second, Restart: "always"},
+	}
+	if mod != nil {
+		mod(&s)
+	}
+	return s
+}
+
+func running(pid int) func(*program.Snapshot) {
+	return func(s *program.Snapshot) {
+		s.Status.State, s.Status.PID, s.Status.StartedAt = program.StateRunning, &pid, program.Time{Time: t0}
+	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []program.Event
+}
+
+func (r *recorder) publish(e program.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+func TestStatusChangedOnlyOnRealChanges(t *testing.T) {
+	var rec recorder
+	now := t0
+	b := New(rec.publish, func() time.Time { return now })
+	b.Update(snap("w:0", nil)) // registration announces nothing
+	b.Update(snap("w:0", nil))
+	if rec.count() != 0 {
+		t.Fatalf("no-op updates published %d events", rec.count())
+	}
+	b.Update(snap("w:0", running(100)))
+	now = now.Add(time.Minute) // uptime and why change; nothing a reader watches
+	b.Update(snap("w:0", func(s *program.Snapshot) { running(100)(s); s.Status.CrashCount = 3 }))
+	b.recheck()
+	if rec.count() != 1 {
+		t.Fatalf("%d events, want 1 (stopped -> running)", rec.count())
+	}
+	b.Update(snap("w:0", running(101))) // a new pid is a change
+	if rec.count() != 2 {
+		t.Fatalf("%d events after a pid change, want 2", rec.count())
+	}
+	st := rec.events[1].Data.(*program.Status)
+	if st.ID != "w:0" || *st.PID != 101 || st.Lifecycle != program.LifecycleRunning {
+		t.Errorf("status_changed payload %+v", st)
+	}
+}
+
+func TestAgentTurnFollowsOutput(t *testing.T) {
+	var rec recorder
+	now := t0
+	var lastOut time.Time
+	b := New(rec.publish, func() time.Time { return now })
+	agent := func(s *program.Snapshot) {
+		running(7)(s)
+		s.Status.Agent = true
+		s.LastOutput = func() time.Time { return lastOut }
+	}
+	b.Update(snap("a:0", agent))
+	if st, _ := b.Status("a:0"); st.Lifecycle != program.LifecycleIdle || st.TurnActive {
+		t.Fatalf("silent agent: %s turn %v", st.Lifecycle, st.TurnActive)
+	}
+	lastOut = now.Add(-time.Second)
+	b.recheck()
+	if st, _ := b.Status("a:0"); st.Lifecycle != program.LifecycleRunning || !st.TurnActive {
+		t.Fatalf("agent with fresh output: %s turn %v", st.Lifecycle, st.TurnActive)
+	}
+	now = now.Add(11 * time.Second)
+	b.recheck()
+	if st, _ := b.Status("a:0"); st.Lifecycle != program.LifecycleIdle {
+		t.Fatalf("agent after turn_idle_after of silence: %s", st.Lifecycle)
+	}
+	if rec.count() != 2 {
+		t.Errorf("%d status_changed events, want 2 (idle -> running -> idle)", rec.count())
+	}
+}
+
+func TestUnknownIDsLeaveNothingBehind(t *testing.T) {
+	b := New(func(program.Event) {}, nil)
+	b.Update(snap("real:0", running(5)))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 100_000; i++ {
+		_, err := b.Status(fmt.Sprintf("ghost-%d:0", i))
+		if !errors.Is(err, program.ErrNotFound) {
+			t.Fatalf("unknown id: %v", err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 1<<20 {
+		t.Errorf("100,000 unknown ids grew the heap by %d bytes", grew)
+	}
+	if n := len(b.List(false)); n != 1 {
+		t.Errorf("list has %d entries, want 1", n)
+	}
+	b.Forget("real:0")
+	if _, err := b.Status("real:0"); !errors.Is(err, program.ErrNotFound) {
+		t.Errorf("a forgotten id still answers: %v", err)
+	}
+	if len(b.entries) != 0 {
+		t.Errorf("forget left %d entries", len(b.entries))
+	}
+}
+
+func TestListIsOneSnapshotOfTheRegisteredIDs(t *testing.T) {
+	b := New(func(program.Event) {}, nil)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := program.InstanceID(fmt.Sprintf("p%d", w), i%50)
+				b.Update(snap(id, running(1000+i)))
+				if i%3 == 0 {
+					b.Forget(id)
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		list := b.List(false)
+		seen := map[string]bool{}
+		for j, st := range list {
+			if seen[st.ID] {
+				t.Fatalf("duplicate id %s in a list", st.ID)
+			}
+			seen[st.ID] = true
+			if j > 0 && list[j-1].Program == st.Program && list[j-1].Instance >= st.Instance {
+				t.Fatalf("list not sorted at %s", st.ID)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	b.mu.Lock()
+	n := len(b.entries)
+	b.mu.Unlock()
+	if got := len(b.List(false)); got != n {
+		t.Errorf("list has %d ids, registry %d", got, n)
+	}
+}
+
+func TestWhySentences(t *testing.T) {
+	code1 := 1
+	cases := []struct {
+		name string
+		mod  func(*program.Snapshot)
+		want string
+	}{
+		{"running", func(s *program.Snapshot) {
+			running(3)(s)
+			s.Status.Restarts = program.Restarts{Crash: 1, RSSWatchdog: 1}
+		}, "up 1m21s; 1 crash and 1 memory drain since start"},
+		{"backoff", func(s *program.Snapshot) {
+			s.Status.State, s.Status.CrashCount = program.StateBackoff, 4
+			s.Status.NextStartAt = program.Time{Time: t0.Add(81*time.Second + 8*time.Second)}
+			s.Status.LastExit = &program.LastExit{Code: &code1, LikelyCause: program.CauseRuntimeError}
+			s.Backoff = &program.Backoff{MS: 8000, Reason: program.ReasonCrash}
+		}, "backing off 8s after crash 4 of 5: exit 1 (runtime_error)"},
+		{"fatal", func(s *program.Snapshot) {
+			s.Status.State, s.Status.CrashCount = program.StateFatal, 3
+			s.Spec.HardMaxCrashes = 3
+			s.Status.LastExit = &program.LastExit{Code: &code1, LikelyCause: program.CauseRuntimeError}
+		}, "gave up after 3 crashes (hard_max_crashes 3): exit 1 (runtime_error); fix it, then tend start w:0"},
+	}
+	for _, c := range cases {
+		st := Derive(snap("w:0", c.mod), t0.Add(81*time.Second))
+		if !strings.HasPrefix(st.Why, c.want) {
+			t.Errorf("%s: why %q, want %q", c.name, st.Why, c.want)
+		}
+	}
+}

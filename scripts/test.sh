@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every check and test of tend: formatting, vet, staticcheck, and the
+# whole test suite under the race detector. CI (.ci/run) runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+staticcheck=$(go env GOPATH)/bin/staticcheck
+if [ ! -x "$staticcheck" ]; then
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l cmd internal bench 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+echo "== go vet"
+go vet ./...
+echo "== staticcheck"
+"$staticcheck" ./...
+echo "== go test -race"
+go test -race -count=1 -timeout 20m ./...
