@@ -2,7 +2,6 @@ package config
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,13 +115,4 @@ func (c *collector) err() error {
 	}
 	slices.SortStableFunc(c.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
 	return c.errs
-}
-
-// asErrors turns any error into Errors for the file, keeping an Errors as is.
-func asErrors(file string, err error) error {
-	var es Errors
-	if errors.As(err, &es) {
-		return es
-	}
-	return Errors{{File: file, Msg: err.Error(), Err: err}}
 }

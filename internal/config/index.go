@@ -13,9 +13,10 @@ import (
 // programs must keep file order; go-toml's unstable parser gives the
 // positions of keys.
 type index struct {
-	lines      map[string]int // pathKey(path) -> 1-based line of first appearance
-	lineStarts []int          // byte offset at which each line starts
-	exprAt     map[int][]string
+	lines      map[string]int   // pathKey(path) -> 1-based line of first appearance
+	lineStarts []int            // byte offset at which each line starts
+	exprAt     map[int][]string // line -> full key of the first expression on it
+	table      []string         // the table open after the last expression indexed
 }
 
 // pathKey joins a path unambiguously: a quoted TOML key may contain dots.
@@ -45,6 +46,7 @@ func newIndex(data []byte) *index {
 			ix.markExpr(ix.recordKeyValue(table, e))
 		}
 	}
+	ix.table = table
 	return ix
 }
 
@@ -108,10 +110,4 @@ func (ix *index) line(path []string) int {
 		}
 	}
 	return 0
-}
-
-// has reports whether the exact path appears in the document.
-func (ix *index) has(path []string) bool {
-	_, ok := ix.lines[pathKey(path)]
-	return ok
 }

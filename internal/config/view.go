@@ -30,6 +30,12 @@ func (v view) lookup(key string) (any, []string, bool) {
 	return nil, nil, false
 }
 
+// has reports whether any layer sets key.
+func (v view) has(key string) bool {
+	_, _, ok := v.lookup(key)
+	return ok
+}
+
 // owner cuts the view to the first layer that sets any of keys. Keys that are
 // alternatives to each other (command and shell, probe exec and http) are
 // inherited together: a program with shell does not also inherit a default

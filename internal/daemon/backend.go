@@ -51,16 +51,19 @@ func (b *backend) LogPath(id string) (string, error) {
 }
 
 func (b *backend) ParseProgram(body []byte) (program.Spec, error) {
-	return config.ParseProgramJSON(body, filepath.Dir(b.d.cfg.File))
+	return b.d.defaults.Load().ParseProgramJSON(body, filepath.Dir(b.d.cfg.File))
 }
 
 // reload re-reads the config file and applies its programs. A config with
 // errors changes nothing. The [daemon] table is read only at start.
 func (d *daemon) reload() (api.ReloadResult, error) {
-	cfg, err := config.Load(d.cfg.File)
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	cfg, defaults, err := config.LoadWithDefaults(d.cfg.File)
 	if err != nil {
 		return api.ReloadResult{}, err
 	}
+	d.defaults.Store(defaults)
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
 	diff, err := d.mgr.Apply(ctx, cfg.Programs)

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,7 +49,7 @@ const (
 // arrives or a client asks it to stop. Config errors wrap
 // program.ErrBadConfig (exit 2); a held lock wraps ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
-	cfg, err := config.Load(opts.ConfigPath)
+	cfg, defaults, err := config.LoadWithDefaults(opts.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -55,6 +57,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	d.defaults.Store(defaults)
 	return d.serve(ctx)
 }
 
@@ -69,7 +72,9 @@ type daemon struct {
 	broker   *broker.Broker
 	mgr      *supervisor.Manager
 	api      *api.Server
-	shutdown chan struct{} // closed by the first request to stop
+	defaults atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
+	reloadMu sync.Mutex                      // one reload at a time
+	shutdown chan struct{}                   // closed by the first request to stop
 	once     chanOnce
 	printer  chan struct{} // closed when the event printer has caught up and ended
 }

@@ -1,0 +1,242 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	toml "github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// parseTOML decodes a whole TOML file. go-toml checks the syntax and the
+// TOML rules (no key twice) while decoding into plain maps; the walk over the
+// maps then checks each key against SPEC 2, so one pass reports every
+// problem, each with its line from the index.
+func parseTOML(file string, data []byte) (*program.Config, *Defaults, error) {
+	abs, dir := locate(file)
+	c := &collector{file: file}
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		c.addError(tomlError(file, data, err))
+		return nil, nil, c.err()
+	}
+	c.index = newIndex(data)
+	c.unknownKeys(nil, doc, topKeys)
+	cfg := &program.Config{File: abs, Daemon: c.daemon(doc, dir)}
+
+	d := &programDecoder{collector: c, baseDir: dir, minInstances: 1}
+	defaults := &Defaults{}
+	if val, ok := doc["defaults"]; ok {
+		if table, isTable := val.(map[string]any); isTable {
+			defaults.table = table
+			c.unknownKeys([]string{"defaults"}, table, programKeys)
+			d.decode("", []string{"defaults"}, defaults.view(), false)
+		} else {
+			c.wrongType([]string{"defaults"}, "a table", val)
+		}
+	}
+	cfg.Programs = d.programs(doc["program"], defaults)
+	if err := c.err(); err != nil {
+		return nil, nil, err
+	}
+	return cfg, defaults, nil
+}
+
+// programs decodes every [program.NAME] table, in file order.
+func (d *programDecoder) programs(val any, defaults *Defaults) []program.Spec {
+	if val == nil {
+		return nil
+	}
+	tables, isTable := val.(map[string]any)
+	if !isTable {
+		d.wrongType([]string{"program"}, "a table of programs like [program.worker]", val)
+		return nil
+	}
+	names := sortedKeys(tables)
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(d.index.line([]string{"program", a}), d.index.line([]string{"program", b}))
+	})
+	specs := make([]program.Spec, 0, len(names))
+	for _, name := range names {
+		path := []string{"program", name}
+		table, isTable := tables[name].(map[string]any)
+		if !isTable {
+			d.wrongType(path, "a table like [program."+name+"]", tables[name])
+			continue
+		}
+		if !program.NamePattern.MatchString(name) {
+			d.add(path, badName(name))
+		}
+		d.unknownKeys(path, table, programKeys)
+		v := append(view{{table: table, path: path}}, defaults.view()...)
+		specs = append(specs, d.decode(name, path, v, true))
+	}
+	return specs
+}
+
+func badName(name string) string {
+	return fmt.Sprintf("invalid program name %q: use lower-case letters, digits, '_', '.' and '-', starting with a letter or digit, at most 63 characters", name)
+}
+
+// daemon decodes the [daemon] table.
+func (c *collector) daemon(doc map[string]any, dir string) (dm program.Daemon) {
+	dm = defaultDaemon()
+	defer func() { dm.StateDir = resolve(dir, dm.StateDir) }()
+	val, ok := doc["daemon"]
+	if !ok {
+		return dm
+	}
+	path := []string{"daemon"}
+	table, isTable := val.(map[string]any)
+	if !isTable {
+		c.wrongType(path, "a table", val)
+		return dm
+	}
+	c.unknownKeys(path, table, daemonKeys)
+	v := view{{table: table, path: path}}
+	if p, ok := c.setString(v, "state_dir", &dm.StateDir); ok && (dm.StateDir == "" || strings.ContainsRune(dm.StateDir, 0)) {
+		c.add(p, "must be a directory path")
+		dm.StateDir = defaultStateDir
+	}
+	if p, ok := c.setString(v, "http", &dm.HTTP); ok && dm.HTTP != "" {
+		if _, port, err := net.SplitHostPort(dm.HTTP); err != nil || port == "" {
+			c.add(p, fmt.Sprintf(`must be host:port like "127.0.0.1:7070" (or "" for none), got %q`, dm.HTTP))
+		}
+	}
+	c.setBool(v, "subreaper", &dm.Subreaper)
+	c.setDuration(v, "audit_retention", &dm.AuditRetention, positive)
+	return dm
+}
+
+// unknownKeys reports every key of table not in known, suggesting the
+// nearest known key for a typo.
+func (c *collector) unknownKeys(path []string, table map[string]any, known []string) {
+	for _, k := range sortedKeys(table) {
+		if slices.Contains(known, k) {
+			continue
+		}
+		msg := "unknown key"
+		if s := closest(k, known); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		c.add(join(path, k), msg)
+	}
+}
+
+// tomlError turns go-toml's error into one with the file, line and full key.
+// go-toml names keys relative to the current table, so the key is taken from
+// the index instead.
+func tomlError(file string, data []byte, err error) *Error {
+	var de *toml.DecodeError
+	if !errors.As(err, &de) {
+		return &Error{File: file, Msg: err.Error(), Err: err}
+	}
+	line, _ := de.Position()
+	msg := strings.TrimPrefix(de.Error(), "toml: ")
+	ix := newIndex(data)
+	path, ok := ix.exprAt[line]
+	if !ok {
+		path = guessKey(ix.table, lineText(data, line))
+	}
+	if ok && strings.Contains(msg, "already") {
+		path, msg = duplicateMsg(ix, path, line)
+	}
+	return &Error{File: file, Line: line, Key: strings.Join(path, "."), Msg: msg, Err: err}
+}
+
+// duplicateMsg words a "defined twice" error: the key defined twice is the
+// longest prefix of path that first appeared before line.
+func duplicateMsg(ix *index, path []string, line int) ([]string, string) {
+	for n := len(path); n > 0; n-- {
+		first, ok := ix.lines[pathKey(path[:n])]
+		if !ok || first >= line {
+			continue
+		}
+		switch {
+		case n == 2 && len(path) == 2 && path[0] == "program":
+			return path, fmt.Sprintf("program %q is defined twice (first on line %d)", path[1], first)
+		case n == len(path):
+			return path, fmt.Sprintf("defined twice (first on line %d)", first)
+		default:
+			return path[:n], fmt.Sprintf("already defined on line %d; %s cannot add to it here", first, strings.Join(path, "."))
+		}
+	}
+	return path, "defined twice"
+}
+
+func lineText(data []byte, line int) []byte {
+	lines := bytes.Split(data, []byte("\n"))
+	if line < 1 || line > len(lines) {
+		return nil
+	}
+	return lines[line-1]
+}
+
+// guessKey names the key of a line that did not parse: what stands before
+// its '=' ("x = " with no value), or a table header's name ("[program.x").
+func guessKey(table []string, text []byte) []string {
+	key, found := []byte(nil), false
+	if t := bytes.TrimLeft(bytes.TrimSpace(text), "["); len(t) < len(bytes.TrimSpace(text)) {
+		table = nil
+		key, _, _ = bytes.Cut(t, []byte("]"))
+		key, _, _ = bytes.Cut(key, []byte("#"))
+		found = true
+	} else {
+		key, _, found = bytes.Cut(text, []byte("="))
+	}
+	if !found {
+		return nil
+	}
+	var p unstable.Parser
+	p.Reset(append(slices.Clip(key), " = 0"...))
+	if !p.NextExpression() || p.Expression().Kind != unstable.KeyValue {
+		return nil
+	}
+	it := p.Expression().Key()
+	path := slices.Clone(table)
+	for it.Next() {
+		path = append(path, string(it.Node().Data))
+	}
+	return path
+}
+
+// closest is the known key within a small edit distance of k, or "".
+func closest(k string, known []string) string {
+	best, bestDist := "", 3
+	for _, cand := range known {
+		if d := editDistance(k, cand); d < bestDist && d < len(cand)/2 {
+			best, bestDist = cand, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30 // not a typo; keep the cost bounded
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
