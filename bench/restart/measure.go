@@ -105,7 +105,7 @@ func openRig(dir string) (*rig, error) {
 		log.Close()
 		return nil, err
 	}
-	r.broker = broker.New(r.publish, nil)
+	r.broker = broker.New(r.publish, nil, nil)
 	return r, nil
 }
 

@@ -21,10 +21,27 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
+// Tree reads the process tree of a run led by a pid (package proctree).
+type Tree interface {
+	// Sample returns the run's members, how they were found (tracking) and
+	// their summed RSS; a sample younger than maxAge may be reused.
+	Sample(leader int, maxAge time.Duration) ([]program.Process, string, int64)
+	// Forget drops what is kept for a run that ended.
+	Forget(leader int)
+}
+
+// How fresh a process tree must be: a single status reads it anew, a list of
+// a thousand may reuse samples up to a second old.
+const (
+	statusTreeAge = 0
+	listTreeAge   = time.Second
+)
+
 // Broker holds the latest snapshot of every registered instance.
 type Broker struct {
 	publish func(program.Event)
 	now     func() time.Time
+	tree    Tree // nil: no process trees
 
 	mu      sync.Mutex        // guards entries
 	entries map[string]*entry // by instance id
@@ -51,12 +68,25 @@ func keyOf(s *program.Status) changeKey {
 	return k
 }
 
-// New returns an empty Broker. publish receives status_changed events.
-func New(publish func(program.Event), now func() time.Time) *Broker {
+// New returns an empty Broker. publish receives status_changed events; tree
+// (may be nil) reads process trees.
+func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Broker{publish: publish, now: now, entries: map[string]*entry{}}
+	return &Broker{publish: publish, now: now, tree: tree, entries: map[string]*entry{}}
+}
+
+// derive is Derive plus the run's process tree.
+func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
+	st := Derive(s, now)
+	if b.tree != nil && st.PID != nil {
+		procs, tracking, rss := b.tree.Sample(*st.PID, maxAge)
+		if len(procs) > 0 {
+			st.Processes, st.Tracking, st.RSSBytes = procs, tracking, rss
+		}
+	}
+	return st
 }
 
 // Update records an instance's latest snapshot, registering it on first
@@ -66,11 +96,14 @@ func (b *Broker) Update(s program.Snapshot) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[s.Status.ID]
-	st := Derive(s, b.now())
+	st := b.derive(s, b.now(), statusTreeAge)
 	k := keyOf(&st)
 	if !ok {
 		b.entries[s.Status.ID] = &entry{snap: s, seen: k}
 		return
+	}
+	if old := e.snap.Status.PID; old != nil && b.tree != nil && (s.Status.PID == nil || *s.Status.PID != *old) {
+		b.tree.Forget(*old) // that run has ended
 	}
 	e.snap = s
 	b.announceLocked(e, &st, k)
@@ -89,6 +122,9 @@ func (b *Broker) announceLocked(e *entry, st *program.Status, k changeKey) {
 func (b *Broker) Forget(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if e, ok := b.entries[id]; ok && e.snap.Status.PID != nil && b.tree != nil {
+		b.tree.Forget(*e.snap.Status.PID)
+	}
 	delete(b.entries, id)
 }
 
@@ -105,7 +141,7 @@ func (b *Broker) Status(id string) (program.Status, error) {
 	if !ok {
 		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
 	}
-	return Derive(snap, b.now()), nil
+	return b.derive(snap, b.now(), statusTreeAge), nil
 }
 
 // List derives every registered instance's status from one snapshot of the
@@ -122,7 +158,7 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 	now := b.now()
 	out := make([]program.Status, len(snaps))
 	for i := range snaps {
-		out[i] = Derive(snaps[i], now)
+		out[i] = b.derive(snaps[i], now, listTreeAge)
 	}
 	slices.SortFunc(out, func(a, b program.Status) int {
 		if c := strings.Compare(a.Program, b.Program); c != 0 {
@@ -158,7 +194,7 @@ func (b *Broker) recheck() {
 		if !e.snap.Status.Agent || e.snap.Status.PID == nil {
 			continue
 		}
-		st := Derive(e.snap, now)
+		st := b.derive(e.snap, now, listTreeAge)
 		b.announceLocked(e, &st, keyOf(&st))
 	}
 }

@@ -101,7 +101,7 @@ func (r *recorder) count() int {
 func TestStatusChangedOnlyOnRealChanges(t *testing.T) {
 	var rec recorder
 	now := t0
-	b := New(rec.publish, func() time.Time { return now })
+	b := New(rec.publish, func() time.Time { return now }, nil)
 	b.Update(snap("w:0", nil)) // registration announces nothing
 	b.Update(snap("w:0", nil))
 	if rec.count() != 0 {
@@ -128,7 +128,7 @@ func TestAgentTurnFollowsOutput(t *testing.T) {
 	var rec recorder
 	now := t0
 	var lastOut time.Time
-	b := New(rec.publish, func() time.Time { return now })
+	b := New(rec.publish, func() time.Time { return now }, nil)
 	agent := func(s *program.Snapshot) {
 		running(7)(s)
 		s.Status.Agent = true
@@ -154,7 +154,7 @@ func TestAgentTurnFollowsOutput(t *testing.T) {
 }
 
 func TestUnknownIDsLeaveNothingBehind(t *testing.T) {
-	b := New(func(program.Event) {}, nil)
+	b := New(func(program.Event) {}, nil, nil)
 	b.Update(snap("real:0", running(5)))
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -183,7 +183,7 @@ func TestUnknownIDsLeaveNothingBehind(t *testing.T) {
 }
 
 func TestListIsOneSnapshotOfTheRegisteredIDs(t *testing.T) {
-	b := New(func(program.Event) {}, nil)
+	b := New(func(program.Event) {}, nil, nil)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := 0; w < 4; w++ {

@@ -107,7 +107,7 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		return nil, err
 	}
 	publish := func(e program.Event) { d.log.Publish(e) }
-	d.broker = broker.New(publish, nil)
+	d.broker = broker.New(publish, nil, nil)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
 		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"),

@@ -1,0 +1,263 @@
+// Package doctor reads the audit log and says what went wrong lately: exits
+// by cause per program, crash loops, memory-drain loops, wedges and budget
+// warnings, each with one line of advice a person can act on. It streams the
+// daily files and keeps only counts, so a day of a crash loop costs no more
+// memory than a quiet one.
+package doctor
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Report is the summary of one period.
+type Report struct {
+	Since    program.Time     `json:"since"`
+	Until    program.Time     `json:"until"`
+	Events   int              `json:"events"`
+	Programs []*ProgramReport `json:"programs"`
+	Advice   []string         `json:"advice"`
+	byName   map[string]*ProgramReport
+}
+
+// ProgramReport is one program's part of a Report.
+type ProgramReport struct {
+	Program     string               `json:"program"`
+	Exits       map[string]int       `json:"exits"`    // by likely_cause
+	Warnings    map[string]int       `json:"warnings"` // health_warn by reason
+	Wedges      map[string]int       `json:"wedges"`   // wedged by source
+	GaveUp      int                  `json:"gave_up"`
+	SpawnErrors []string             `json:"spawn_errors,omitempty"` // distinct, at most 3
+	LastCrash   string               `json:"last_crash,omitempty"`   // "exit 1 (runtime_error) on worker:0"
+	LastID      string               `json:"last_id,omitempty"`
+	first, last map[string]time.Time // by cause: when the first and last such exit happened
+}
+
+// Scan reads the audit files in dir for events in [since, until].
+func Scan(dir string, since, until time.Time) (*Report, error) {
+	r := newReport(since, until)
+	files, err := filepath.Glob(filepath.Join(dir, "events-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		day, err := time.Parse("2006-01-02", strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "events-"), ".jsonl"))
+		if err != nil || day.Add(24*time.Hour).Before(since) || day.After(until) {
+			continue
+		}
+		if err := r.scanFile(f); err != nil {
+			return nil, err
+		}
+	}
+	r.finish()
+	return r, nil
+}
+
+func newReport(since, until time.Time) *Report {
+	return &Report{Since: program.Time{Time: since}, Until: program.Time{Time: until}, byName: map[string]*ProgramReport{}}
+}
+
+func (r *Report) scanFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var e program.Event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue // a torn line from a crash; readers skip it
+		}
+		r.Add(e)
+	}
+	return sc.Err()
+}
+
+// Add counts one event if it falls in the report's period.
+func (r *Report) Add(e program.Event) {
+	if e.TS.Before(r.Since.Time) || e.TS.After(r.Until.Time) || e.Program == "" {
+		return
+	}
+	r.Events++
+	p := r.program(e.Program)
+	switch d := e.Data.(type) {
+	case *program.Exited:
+		p.Exits[d.LikelyCause]++
+		if p.first[d.LikelyCause].IsZero() {
+			p.first[d.LikelyCause] = e.TS
+		}
+		p.last[d.LikelyCause] = e.TS
+		if isCrash(d.LikelyCause) {
+			p.LastCrash, p.LastID = exitText(d)+" on "+e.ID, e.ID
+		}
+	case *program.HealthWarn:
+		p.Warnings[d.Reason]++
+	case *program.Wedged:
+		p.Wedges[d.Source]++
+	case *program.GaveUp:
+		p.GaveUp++
+	case *program.SpawnFailed:
+		if len(p.SpawnErrors) < 3 && !slices.Contains(p.SpawnErrors, d.Error) {
+			p.SpawnErrors = append(p.SpawnErrors, d.Error)
+		}
+	}
+}
+
+func (r *Report) program(name string) *ProgramReport {
+	p, ok := r.byName[name]
+	if !ok {
+		p = &ProgramReport{Program: name, Exits: map[string]int{}, Warnings: map[string]int{}, Wedges: map[string]int{},
+			first: map[string]time.Time{}, last: map[string]time.Time{}}
+		r.byName[name] = p
+	}
+	return p
+}
+
+func isCrash(cause string) bool {
+	switch cause {
+	case program.CauseRuntimeError, program.CauseUnknown, program.CauseGraceful, program.CauseOOMOrKill,
+		program.CauseSpawnFailed, program.CauseStartTimeout:
+		return true
+	}
+	return false
+}
+
+func exitText(d *program.Exited) string {
+	switch {
+	case d.Signal != nil:
+		return fmt.Sprintf("%s (%s)", *d.Signal, d.LikelyCause)
+	case d.Code != nil:
+		return fmt.Sprintf("exit %d (%s)", *d.Code, d.LikelyCause)
+	}
+	return d.LikelyCause
+}
+
+// finish orders the programs by trouble and writes the advice.
+func (r *Report) finish() {
+	r.Programs = r.Programs[:0]
+	for _, p := range r.byName {
+		r.Programs = append(r.Programs, p)
+	}
+	slices.SortFunc(r.Programs, func(a, b *ProgramReport) int {
+		if d := b.trouble() - a.trouble(); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Program, b.Program)
+	})
+	r.Advice = []string{}
+	for _, p := range r.Programs {
+		r.Advice = append(r.Advice, p.advice()...)
+	}
+}
+
+func (p *ProgramReport) trouble() int {
+	n := p.GaveUp * 1000
+	for cause, c := range p.Exits {
+		if isCrash(cause) || cause == program.CauseRSSWatchdog || cause == program.CauseWedgeRestart {
+			n += c
+		}
+	}
+	for _, c := range p.Warnings {
+		n += 10 * c
+	}
+	return n
+}
+
+// crashes sums the crash causes.
+func (p *ProgramReport) crashes() (n int) {
+	for cause, c := range p.Exits {
+		if isCrash(cause) {
+			n += c
+		}
+	}
+	return n
+}
+
+// span says how long the exits of cause took: "in 10 min".
+func (p *ProgramReport) span(cause string) string {
+	d := p.last[cause].Sub(p.first[cause])
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("in %ds", int(d.Seconds())+1)
+	case d < 2*time.Hour:
+		return fmt.Sprintf("in %d min", int(d.Minutes()+0.5))
+	}
+	return fmt.Sprintf("in %.1f h", d.Hours())
+}
+
+// advice is one line per kind of trouble, most pressing first.
+func (p *ProgramReport) advice() []string {
+	var out []string
+	name := p.Program
+	if p.GaveUp > 0 {
+		out = append(out, fmt.Sprintf("%s gave up %d time(s) after reaching its crash budget (last: %s): fix the cause in tend logs %s, then tend start %s", name, p.GaveUp, p.LastCrash, p.LastID, name))
+	}
+	if n := p.crashes(); n > 0 && (n >= 3 || p.Warnings[program.WarnCrashDegraded] > 0) {
+		out = append(out, fmt.Sprintf("%s crashed %d times (%s; last: %s): it is crash-looping; read tend logs %s", name, n, p.causes(), p.LastCrash, p.LastID))
+	}
+	if n := p.Exits[program.CauseOOMOrKill]; n > 0 {
+		out = append(out, fmt.Sprintf("%s was SIGKILLed from outside tend %d times: check the kernel log for the OOM killer (dmesg) and the container's memory limit", name, n))
+	}
+	if n := p.Exits[program.CauseRSSWatchdog]; n > 0 {
+		out = append(out, fmt.Sprintf("%s hit its memory cap %d times %s: raise max_rss or fix the leak", name, n, p.span(program.CauseRSSWatchdog)))
+	}
+	if n := sum(p.Wedges); n > 0 {
+		loop := ""
+		if p.Warnings[program.WarnWedgeRestartLoop] > 0 {
+			loop = "; wedge restarts paused by wedge_loop_budget"
+		}
+		out = append(out, fmt.Sprintf("%s wedged %d times (%s)%s: look for a stuck handler or a dead connection pool, or loosen the watchdog", name, n, keys(p.Wedges), loop))
+	}
+	if n := p.Warnings[program.WarnCleanBudget]; n > 0 {
+		out = append(out, fmt.Sprintf("%s exited cleanly %d times and passed its clean_restart_budget %d times: it exits after every job; raise the budget if that is by design", name, p.Exits[program.CauseCleanExit], n))
+	}
+	if n := p.Exits[program.CauseSpawnFailed]; n > 0 && len(p.SpawnErrors) > 0 {
+		out = append(out, fmt.Sprintf("%s could not be started %d times: %s", name, n, p.SpawnErrors[0]))
+	}
+	return out
+}
+
+func (p *ProgramReport) causes() string {
+	var parts []string
+	for _, cause := range keysOf(p.Exits) {
+		if isCrash(cause) {
+			parts = append(parts, fmt.Sprintf("%s %d", cause, p.Exits[cause]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sum(m map[string]int) (n int) {
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+func keys(m map[string]int) string {
+	var parts []string
+	for _, k := range keysOf(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func keysOf(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
