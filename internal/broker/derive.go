@@ -33,6 +33,9 @@ func turnActive(s program.Snapshot, now time.Time) bool {
 	if !s.Status.Agent {
 		return false
 	}
+	if s.Turn != nil {
+		return *s.Turn // X_TEND_TURN is the single authority once the agent sends it
+	}
 	idle := 10 * time.Second
 	if s.Spec != nil && s.Spec.TurnIdleAfter > 0 {
 		idle = s.Spec.TurnIdleAfter
@@ -80,7 +83,11 @@ func why(s program.Snapshot, st *program.Status, now time.Time) string {
 	case program.StateRunning, program.StateStarting:
 		w := "up " + Human(time.Duration(st.UptimeMS)*time.Millisecond)
 		if st.State == program.StateStarting {
-			w = "starting, waiting for READY=1"
+			w = fmt.Sprintf("starting for %s, waiting for READY=1 (start_timeout %s)", Human(time.Duration(st.UptimeMS)*time.Millisecond), Human(spec.StartTimeout))
+		}
+		if wg := st.Wedge; wg != nil && !wg.PausedUntil.IsZero() {
+			w += fmt.Sprintf("; wedged (%s): %s; wedge restarts paused until %s (more than wedge_loop_budget %d in %s)",
+				wg.Source, wg.Detail, wg.PausedUntil.UTC().Format("15:04:05"), spec.WedgeLoopBudget, Human(spec.WedgeLoopWindow))
 		}
 		if st.Degraded {
 			w += fmt.Sprintf("; degraded: %d crashes reached max_crashes %d", st.CrashCount, spec.MaxCrashes)
@@ -90,10 +97,7 @@ func why(s program.Snapshot, st *program.Status, now time.Time) string {
 		}
 		return w
 	case program.StateStopping:
-		if s.Stopping == "restart" {
-			return "restarting: sent " + program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
-		}
-		return "stopping: sent " + program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
+		return stoppingWhy(s, st, spec)
 	case program.StateBackoff:
 		return backoffWhy(s, st, spec, now)
 	case program.StateFatal:
@@ -112,6 +116,41 @@ func why(s program.Snapshot, st *program.Status, now time.Time) string {
 		return "not started (autostart = false); tend start " + st.ID
 	}
 	return "stopped by the operator; tend start " + st.ID
+}
+
+func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec) string {
+	kill := program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
+	switch s.Stopping {
+	case "restart":
+		return "restarting: sent " + kill
+	case "wedge":
+		detail := "wedged"
+		if st.Wedge != nil {
+			detail = "wedged: " + st.Wedge.Detail
+		}
+		return detail + ", restarting: sent SIGTERM, SIGKILL after " + Human(spec.WedgeRestartGrace)
+	case "rss":
+		return fmt.Sprintf("memory %s over max_rss %s, draining: sent %s", Size(st.PeakRSS), Size(spec.MaxRSS), kill)
+	case "start_timeout":
+		return fmt.Sprintf("no READY=1 within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
+	case "stop":
+		return "stopping: sent " + kill
+	}
+	return "stopping: the run sent STOPPING=1"
+}
+
+// Size prints bytes the way people read them: 2.1 GiB, 73.4 MiB, 512 KiB.
+func Size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func backoffWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now time.Time) string {

@@ -61,6 +61,14 @@ type Process struct {
 	State    string `json:"state"`
 }
 
+// Wedge is what the wedge watchdog found about the current run.
+type Wedge struct {
+	Source      string `json:"source"` // watchdog | idle_output | probe
+	Detail      string `json:"detail"`
+	At          Time   `json:"at"`
+	PausedUntil Time   `json:"paused_until"` // wedge restarts paused by wedge_loop_budget until then
+}
+
 // Status is the one answer to "is this instance alive and what is it doing"
 // (SPEC 6).
 type Status struct {
@@ -84,6 +92,9 @@ type Status struct {
 	NextStartAt Time      `json:"next_start_at"`
 	Why         string    `json:"why"`
 	RSSBytes    int64     `json:"rss_bytes"`
+	MaxRSS      int64     `json:"max_rss"`        // the program's max_rss; 0 = no memory watchdog
+	PeakRSS     int64     `json:"peak_rss_bytes"` // highest tree RSS sampled in this run
+	Wedge       *Wedge    `json:"wedge"`          // the wedge watchdog's finding in this run, or null
 	Processes   []Process `json:"processes"`
 	Tracking    string    `json:"tracking"`
 	ComputedAt  Time      `json:"computed_at"`
@@ -99,6 +110,7 @@ type Snapshot struct {
 	Status     Status           // the supervisor's own fields
 	Spec       *Spec            // the spec the instance runs with (read-only)
 	Backoff    *Backoff         // the pending backoff while in StateBackoff
-	Stopping   string           // why a stop is under way ("stop", "restart"), while stopping
+	Stopping   string           // why a stop is under way: stop, restart, wedge, rss, start_timeout
 	LastOutput func() time.Time // when the instance last wrote output
+	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
 }

@@ -34,3 +34,12 @@ func (w *window) count(now time.Time, size time.Duration) int {
 func (h *History) WedgeRestarts(window time.Duration, now time.Time) int {
 	return h.wedge.count(now, window)
 }
+
+// WedgePauseEnds is when the oldest wedge restart in the window leaves it,
+// making room for another: the end of a wedge_restart_loop pause.
+func (h *History) WedgePauseEnds(window time.Duration, now time.Time) time.Time {
+	if h.wedge.count(now, window) == 0 {
+		return now
+	}
+	return h.wedge[0].Add(window)
+}

@@ -62,14 +62,20 @@ var (
 	devNullErr  error
 )
 
+// nullFile is /dev/null, opened once for every run's stdin.
+func nullFile() (*os.File, error) {
+	devNullOnce.Do(func() { devNull, devNullErr = os.Open(os.DevNull) })
+	return devNull, devNullErr
+}
+
 // Start launches one run and returns its pid. An error means nothing runs
 // (missing binary, permission, bad cwd): the caller treats it as a spawn
 // failure. The child leads its own session and process group, so a stop
 // reaches every process it started that did not leave the group.
 func Start(r *reaper.Reaper, req Request) (int, error) {
-	devNullOnce.Do(func() { devNull, devNullErr = os.Open(os.DevNull) })
-	if devNullErr != nil {
-		return 0, devNullErr
+	null, err := nullFile()
+	if err != nil {
+		return 0, err
 	}
 	argv := req.Spec.Argv()
 	path, err := lookPath(argv[0], req.Spec.Cwd, req.Env)
@@ -84,7 +90,7 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		Dir: req.Spec.Cwd,
 		Env: req.Env,
 		// Fd() makes pw blocking, which is what the child's stdout must be.
-		Files: []uintptr{devNull.Fd(), pw.Fd(), pw.Fd()},
+		Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()},
 		// Its own session (and so its own process group, pgid == pid):
 		// stop signals reach the whole group, the process tree can be found
 		// by session, and no terminal signal of tend's reaches it.

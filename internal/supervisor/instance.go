@@ -22,12 +22,20 @@ import (
 
 // Deps is what every instance is handed.
 type Deps struct {
-	Reaper  *reaper.Reaper
-	Publish func(program.Event)    // numbers, logs and fans out an event; must not block long
-	Update  func(program.Snapshot) // the instance's latest state, for the broker
-	Now     func() time.Time       // clock for accounting (default time.Now)
-	Rand    func() float64         // backoff jitter source in [0,1)
-	LogDir  string                 // state_dir/logs
+	Reaper    *reaper.Reaper
+	Publish   func(program.Event)    // numbers, logs and fans out an event; must not block long
+	Update    func(program.Snapshot) // the instance's latest state, for the broker
+	Now       func() time.Time       // clock for accounting (default time.Now)
+	Rand      func() float64         // backoff jitter source in [0,1)
+	LogDir    string                 // state_dir/logs
+	NotifyDir string                 // where notify sockets go; "" = no notify sockets
+	Tree      Tree                   // reads a run's tree RSS for max_rss; nil = no memory watchdog
+	Dropped   func()                 // counts a notify message dropped because the instance was busy
+}
+
+// Tree reads the summed RSS of a run's process tree (package proctree).
+type Tree interface {
+	Sample(leader int, maxAge time.Duration) ([]program.Process, string, int64)
 }
 
 type cmdKind int
@@ -78,6 +86,8 @@ type Instance struct {
 	waiters   []chan struct{} // stop and remove replies, due once the instance is at rest
 	replies   []chan struct{} // due after the next report, so a caller sees the new state
 	removing  bool
+
+	health // notify messages, readiness, the wedge and memory watchdogs
 }
 
 func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
@@ -91,6 +101,7 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		out:   spawn.NewOutput(LogPath(deps.LogDir, id), spec.Logs),
 		state: program.StateStopped,
 	}
+	in.openNotify()
 	return in
 }
 
@@ -113,6 +124,16 @@ func (in *Instance) loop() {
 			in.onExit(st)
 		case <-in.wake.C:
 			in.onWake()
+		case m := <-in.notes:
+			in.onNotify(m)
+		case <-in.tickC():
+			in.checkHealth()
+		case <-in.startC():
+			in.onStartTimeout()
+		case <-in.probeC():
+			in.startProbe()
+		case res := <-in.probeDone:
+			in.onProbe(res)
 		}
 		in.report()
 		for _, r := range in.replies {
@@ -120,6 +141,7 @@ func (in *Instance) loop() {
 		}
 		in.replies = in.replies[:0]
 	}
+	in.closeHealth()
 	in.out.Close()
 }
 
@@ -176,6 +198,11 @@ func (in *Instance) start() {
 // end asks the current run to stop for intent: stop_signal to its group now,
 // SIGKILL to the same run after stop_grace.
 func (in *Instance) end(intent restart.Intent) {
+	in.endWith(intent, in.spec.StopSignal, in.spec.StopGrace)
+}
+
+// endWith ends the current run for intent with sig, then SIGKILL after grace.
+func (in *Instance) endWith(intent restart.Intent, sig syscall.Signal, grace time.Duration) {
 	r := in.cur
 	if r.intent == restart.IntentNone || intent == restart.IntentStop {
 		r.intent = intent
@@ -185,8 +212,9 @@ func (in *Instance) end(intent restart.Intent) {
 	}
 	r.signalled = true
 	in.state = program.StateStopping
-	_ = in.deps.Reaper.Signal(r.pid, in.spec.StopSignal, true)
-	in.arm(in.spec.StopGrace)
+	in.stopHealth()
+	_ = in.deps.Reaper.Signal(r.pid, sig, true)
+	in.arm(grace)
 }
 
 func (in *Instance) onWake() {
@@ -234,6 +262,7 @@ func (in *Instance) spawn() {
 	in.cur = &run{pid: pid, n: in.runs, started: now}
 	in.state = program.StateRunning
 	in.publish(program.KindSpawned, &program.Spawned{PID: pid, Run: in.runs})
+	in.startHealth(now)
 }
 
 func (in *Instance) onExit(st reaper.Status) {
@@ -243,6 +272,7 @@ func (in *Instance) onExit(st reaper.Status) {
 	}
 	in.cur = nil
 	in.disarm()
+	in.stopHealth()
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: in.now()}
 	if st.Wait.Signaled() {
 		ex.Signaled, ex.Signal = true, st.Wait.Signal()
@@ -315,12 +345,18 @@ func (in *Instance) report() {
 	if r := in.cur; r != nil {
 		pid := r.pid
 		st.PID, st.StartedAt = &pid, program.Time{Time: r.started}
-		st.Ready = in.state == program.StateRunning || in.state == program.StateStopping
 		if r.signalled {
-			stopping = map[restart.Intent]string{restart.IntentStop: "stop", restart.IntentOperatorRestart: "restart"}[r.intent]
+			stopping = stoppingFor[r.intent]
 		}
 	}
-	in.deps.Update(program.Snapshot{Status: st, Spec: in.spec, Backoff: in.backoff, Stopping: stopping, LastOutput: in.out.LastActivity})
+	in.reportHealth(&st)
+	in.deps.Update(program.Snapshot{Status: st, Spec: in.spec, Backoff: in.backoff, Stopping: stopping, LastOutput: in.out.LastActivity, Turn: in.turnReport()})
+}
+
+// stoppingFor names why a run is being stopped, for the status's why.
+var stoppingFor = map[restart.Intent]string{
+	restart.IntentStop: "stop", restart.IntentOperatorRestart: "restart", restart.IntentWedgeRestart: "wedge",
+	restart.IntentRSSDrain: "rss", restart.IntentStartTimeout: "start_timeout",
 }
 
 func (in *Instance) now() time.Time {
