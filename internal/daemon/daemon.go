@@ -64,24 +64,25 @@ func Run(ctx context.Context, opts Options) error {
 // daemon is one running tend up. Its fields are set by start and read-only
 // after, except what the components guard themselves.
 type daemon struct {
-	cfg      *program.Config
-	opts     Options
-	lock     *os.File
-	log      *events.Log
-	reaper   *reaper.Reaper
-	broker   *broker.Broker
-	mgr      *supervisor.Manager
-	api      *api.Server
-	defaults atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
-	reloadMu sync.Mutex                      // one reload at a time
-	shutdown chan struct{}                   // closed by the first request to stop
-	once     chanOnce
-	printer  chan struct{} // closed when the event printer has caught up and ended
+	cfg           *program.Config
+	opts          Options
+	lock          *os.File
+	log           *events.Log
+	reaper        *reaper.Reaper
+	broker        *broker.Broker
+	mgr           *supervisor.Manager
+	api           *api.Server
+	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
+	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
+	reloadMu      sync.Mutex                      // one reload at a time
+	shutdown      chan struct{}                   // closed by the first request to stop
+	once          chanOnce
+	printer       chan struct{} // closed when the event printer has caught up and ended
 }
 
 func start(cfg *program.Config, opts Options) (*daemon, error) {
 	sd := cfg.Daemon.StateDir
-	for _, dir := range []string{sd, filepath.Join(sd, "logs"), filepath.Join(sd, "audit")} {
+	for _, dir := range []string{sd, filepath.Join(sd, "logs"), filepath.Join(sd, "audit"), filepath.Join(sd, "notify")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("state_dir: %w", err)
 		}
@@ -110,7 +111,8 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	d.broker = broker.New(publish, nil, nil)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"),
+		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
+		Dropped: func() { d.notifyDropped.Add(1) },
 	}, d.broker.Forget)
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
 	return d, nil

@@ -1,0 +1,166 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// systemdNotify returns the path of the real systemd-notify binary.
+func systemdNotify(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("systemd-notify")
+	if err != nil {
+		t.Skip("systemd-notify not installed (Debian package systemd); CI installs it")
+	}
+	return bin
+}
+
+// run runs a client with NOTIFY_SOCKET set and fails the test unless it exits 0.
+// The deadline only guards against a hang: systemd-notify gives up on its
+// barrier by itself after 5s and then exits non-zero.
+func run(t *testing.T, addr string, cred *syscall.Credential, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+addr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// systemd-notify sends its message, then BARRIER=1 with a pipe, and waits
+// until the server closes the pipe: it returns 0 only if the fd was closed.
+func TestSystemdNotifyBinary(t *testing.T) {
+	bin := systemdNotify(t)
+	long := filepath.Join(t.TempDir(), strings.Repeat("z", 110))
+	for name, path := range map[string]string{"path": sockPath(t), "abstract": long} {
+		t.Run(name, func(t *testing.T) {
+			s, ch := listen(t, path, Options{})
+			run(t, s.Addr(), nil, bin, "--ready", "--status=waiting for work")
+			m := next(t, ch)
+			if !m.Ready || m.Status == nil || *m.Status != "waiting for work" {
+				t.Fatalf("got %q, want READY=1 and STATUS=waiting for work", m)
+			}
+			if m := next(t, ch); !m.Barrier {
+				t.Fatalf("got %q, want the barrier", m)
+			}
+			run(t, s.Addr(), nil, bin, "WATCHDOG=1", "X_TEND_TURN=active")
+			if m := next(t, ch); !m.Watchdog || m.Turn == nil || !*m.Turn {
+				t.Fatalf("got %q", m)
+			}
+			if s.Dropped() != 0 {
+				t.Errorf("Dropped() = %d", s.Dropped())
+			}
+		})
+	}
+}
+
+// python's sdnotify package, inlined: it turns a leading '@' into a NUL.
+const pythonSdnotify = `
+import os, socket
+addr = os.environ["NOTIFY_SOCKET"]
+if addr[0] == "@":
+    addr = "\0" + addr[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect(addr)
+s.sendall("READY=1\nSTATUS=from python\n".encode())
+`
+
+func TestPythonSdnotify(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	long := filepath.Join(t.TempDir(), strings.Repeat("p", 110))
+	for name, path := range map[string]string{"path": sockPath(t), "abstract": long} {
+		t.Run(name, func(t *testing.T) {
+			s, ch := listen(t, path, Options{})
+			run(t, s.Addr(), nil, py, "-c", pythonSdnotify)
+			if m := next(t, ch); !m.Ready || *m.Status != "from python" {
+				t.Fatalf("got %q", m)
+			}
+		})
+	}
+}
+
+const nobody = 65534
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as another user")
+	}
+}
+
+// An abstract socket has no permissions, so only admitted uids get through.
+func TestAbstractAdmitsOnlyKnownUsers(t *testing.T) {
+	needRoot(t)
+	bin := systemdNotify(t)
+	dir := t.TempDir()
+	other := &syscall.Credential{Uid: nobody, Gid: nobody}
+
+	var reasons []error // appended by the reader goroutine, read after next()
+	s, ch := listen(t, filepath.Join(dir, strings.Repeat("a", 110)), Options{OnDrop: func(err error) { reasons = append(reasons, err) }})
+	run(t, s.Addr(), other, bin, "--ready") // its barrier is dropped too, yet its pipe closed
+	run(t, s.Addr(), nil, bin, "STATUS=root")
+	if m := next(t, ch); m.Status == nil || *m.Status != "root" {
+		t.Fatalf("got %q: a message from uid %d got through", m, nobody)
+	}
+	if s.Dropped() != 2 || len(reasons) != 2 {
+		t.Fatalf("Dropped() = %d, %d reasons; want 2 (READY and BARRIER from nobody)", s.Dropped(), len(reasons))
+	}
+	for _, err := range reasons {
+		if !errors.Is(err, ErrNotAdmitted) {
+			t.Errorf("drop reason %v does not wrap ErrNotAdmitted", err)
+		}
+	}
+
+	s, ch = listen(t, filepath.Join(dir, strings.Repeat("b", 110)), Options{Owner: &Owner{UID: nobody, GID: nobody}})
+	run(t, s.Addr(), other, bin, "--ready")
+	if m := next(t, ch); !m.Ready {
+		t.Fatalf("got %q from the admitted owner", m)
+	}
+}
+
+// With Owner, a child running as that user can send to a 0600 socket.
+func TestOwnerCanSend(t *testing.T) {
+	needRoot(t)
+	bin := systemdNotify(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil { // let nobody reach the socket
+			t.Fatal(err)
+		}
+	}
+	other := &syscall.Credential{Uid: nobody, Gid: nobody}
+	s, ch := listen(t, filepath.Join(dir, "owned.sock"), Options{Owner: &Owner{UID: nobody, GID: nobody}})
+	fi, err := os.Lstat(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket owned by %d:%d mode %v", st.Uid, st.Gid, fi.Mode())
+	}
+	run(t, s.Addr(), other, bin, "--ready")
+	if m := next(t, ch); !m.Ready {
+		t.Fatalf("got %q", m)
+	}
+
+	// Without Owner the same user is refused by the file's permissions.
+	s2, _ := listen(t, filepath.Join(dir, "root.sock"), Options{})
+	cmd := exec.Command(bin, "--ready")
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+s2.Addr())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: other}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("nobody could send to a root-owned 0600 socket: %s", out)
+	}
+}

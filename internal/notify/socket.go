@@ -1,0 +1,258 @@
+package notify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxPathLen is the longest socket path clients can use: sun_path is 108
+// bytes and C clients (systemd's sd_notify among them) need room for the NUL.
+const maxPathLen = 107
+
+// scmMaxFD is the kernel's limit on descriptors in one SCM_RIGHTS message.
+const scmMaxFD = 253
+
+// oobSize fits the credentials the kernel adds (SO_PASSCRED) and as many
+// descriptors as a sender can pass. Descriptors that do not fit would be
+// closed by the kernel anyway (MSG_CTRUNC).
+var oobSize = unix.CmsgSpace(unix.SizeofUcred) + unix.CmsgSpace(scmMaxFD*4)
+
+// Options tune a Socket. The zero value is ready to use.
+type Options struct {
+	// Mode is the socket file's permission bits. Zero means 0600: only tend's
+	// user (and root) may send. Connecting needs write permission, so a child
+	// running as another user needs Owner or a mode such as 0666. Ignored for
+	// abstract sockets, which have no file.
+	Mode fs.FileMode
+
+	// Owner, when not nil, becomes the socket file's owner (tend must be
+	// root), so a child running as that user can send with the default mode.
+	// On an abstract socket its UID is admitted as a sender (see Listen).
+	Owner *Owner
+
+	// OnDrop, when not nil, is called on the reader goroutine with the reason
+	// for each dropped datagram (an error wrapping ErrMalformed, or a read
+	// problem). It must not block.
+	OnDrop func(error)
+}
+
+// Owner is a user and group id.
+type Owner struct{ UID, GID int }
+
+// ErrNotAdmitted is wrapped by the drop reason of a datagram an abstract
+// socket received from a user it does not admit (see ListenOptions).
+var ErrNotAdmitted = errors.New("sender not admitted")
+
+// Socket is one instance's notify socket. Its fields are set by Listen and
+// only read afterwards, except the atomic counters and the Close state; the
+// reader goroutine owns each datagram's buffer while it handles it.
+type Socket struct {
+	addr     string // what to put in NOTIFY_SOCKET
+	path     string // socket file to remove on Close; "" when abstract
+	conn     *net.UnixConn
+	raw      syscall.RawConn
+	handler  func(Message)
+	onDrop   func(error)
+	allowUID map[uint32]bool // abstract sockets only: admitted sender uids; nil admits all
+
+	received atomic.Uint64
+	dropped  atomic.Uint64
+
+	done      chan struct{} // closed when the reader returns
+	closeOnce sync.Once
+	closeErr  error // set once under closeOnce
+}
+
+// Listen binds a notify socket for path and starts its reader; see
+// ListenOptions.
+func Listen(path string, handler func(Message)) (*Socket, error) {
+	return ListenOptions(path, handler, Options{})
+}
+
+// ListenOptions binds a SOCK_DGRAM unix socket at the absolute form of path
+// (sd_notify clients accept only absolute paths) and starts a reader goroutine
+// that calls handler for each valid Message, in arrival order, including a
+// valid datagram with only unknown keys (a zero Message). handler must not
+// block for long: it holds up the messages behind it, and once the kernel's
+// small queue is full, clients block in sd_notify.
+//
+// A stale socket file at path is replaced (the daemon's state-directory lock
+// makes it ours); any other file there is an error. When the absolute path is
+// longer than 107 bytes, the socket is abstract instead, "@tend/<hash of
+// path>". An abstract socket has no permissions, so its reader drops
+// datagrams from any uid other than root, tend's own and opt.Owner's.
+//
+// SO_PASSCRED is on, so the kernel attaches the sender's credentials.
+func ListenOptions(path string, handler func(Message), opt Options) (*Socket, error) {
+	if handler == nil {
+		return nil, errors.New("notify: nil handler")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	mode := opt.Mode.Perm()
+	if mode == 0 {
+		mode = 0o600
+	}
+	s := &Socket{addr: abs, path: abs, handler: handler, onDrop: opt.OnDrop, done: make(chan struct{})}
+	if len(abs) > maxPathLen {
+		sum := sha256.Sum256([]byte(abs))
+		s.addr, s.path = "@tend/"+hex.EncodeToString(sum[:16]), ""
+		s.allowUID = map[uint32]bool{0: true, uint32(os.Geteuid()): true}
+		if opt.Owner != nil {
+			s.allowUID[uint32(opt.Owner.UID)] = true
+		}
+	} else if err := removeStale(abs); err != nil {
+		return nil, err
+	}
+	if err := s.bind(mode, opt.Owner); err != nil {
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// removeStale removes a socket left at path by an earlier daemon.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("notify: %s exists and is not a socket", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("notify: removing stale socket: %w", err)
+	}
+	return nil
+}
+
+// bind creates the socket. SO_PASSCRED is set before bind so that even the
+// first datagram carries credentials; the fchmod before bind makes Linux create
+// the file with at most mode, so there is no window with looser permissions.
+func (s *Socket) bind(mode fs.FileMode, owner *Owner) error {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+			if serr == nil && s.path != "" {
+				serr = unix.Fchmod(int(fd), uint32(mode))
+			}
+		})
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "unixgram", s.addr)
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	s.conn = pc.(*net.UnixConn)
+	if s.path != "" {
+		if err := s.setOwnerMode(mode, owner); err != nil {
+			s.conn.Close()
+			os.Remove(s.path)
+			return err
+		}
+	}
+	if s.raw, err = s.conn.SyscallConn(); err != nil {
+		s.conn.Close()
+		if s.path != "" {
+			os.Remove(s.path)
+		}
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// setOwnerMode fixes the file's mode exactly (bind applied the umask).
+func (s *Socket) setOwnerMode(mode fs.FileMode, owner *Owner) error {
+	if owner != nil {
+		if err := os.Lchown(s.path, owner.UID, owner.GID); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	if err := os.Chmod(s.path, mode); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the value for NOTIFY_SOCKET: the absolute socket path, or
+// "@tend/…" for an abstract socket.
+func (s *Socket) Addr() string { return s.addr }
+
+// Received returns how many datagrams were read, valid or not.
+func (s *Socket) Received() uint64 { return s.received.Load() }
+
+// Dropped returns how many datagrams were dropped (malformed, oversized, or
+// from a sender not admitted on an abstract socket). They never reached the
+// handler.
+func (s *Socket) Dropped() uint64 { return s.dropped.Load() }
+
+// Close removes the socket file, closes the socket and waits for the reader
+// to return, so the handler is not called after Close returns. Close must
+// not be called from the handler. Later calls return the first result.
+func (s *Socket) Close() error {
+	s.closeOnce.Do(func() {
+		// Remove the path before closing: once it is gone nobody else can bind
+		// a new socket there that this Remove would delete.
+		if s.path != "" {
+			if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.closeErr = fmt.Errorf("notify: %w", err)
+			}
+		}
+		if err := s.conn.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("notify: %w", err)
+		}
+		<-s.done
+	})
+	return s.closeErr
+}
+
+// run is the reader goroutine.
+func (s *Socket) run() {
+	defer close(s.done)
+	backoff := time.Duration(0)
+	for {
+		d, err := s.read()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Not expected from recvmsg on a unix socket; back off so that a
+			// persistent error cannot spin a CPU, and keep serving.
+			if s.onDrop != nil {
+				s.onDrop(fmt.Errorf("notify: read: %w", err))
+			}
+			backoff = min(max(2*backoff, time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.deliver(d)
+		bufPool.Put(d.buf)
+	}
+}
+
+func (s *Socket) drop(err error) {
+	s.dropped.Add(1)
+	if s.onDrop != nil {
+		s.onDrop(err)
+	}
+}
