@@ -55,7 +55,7 @@ func (m *Manager) Add(spec program.Spec) ([]string, error) {
 	m.mu.Unlock()
 	m.trackedChanged()
 	if spec.Autostart {
-		sendAll(insts, cmdStart)
+		_ = waitAll(context.Background(), sendAll(insts, cmdStart)) // a start replies at once
 	}
 	return idsOf(insts), nil
 }
@@ -263,7 +263,7 @@ func (m *Manager) rescale(ctx context.Context, name string, n int) error {
 	}
 	m.mu.Unlock()
 	if spec.Autostart {
-		sendAll(added, cmdStart)
+		_ = waitAll(context.Background(), sendAll(added, cmdStart))
 	}
 	err := m.retire(ctx, extra)
 	m.trackedChanged()
