@@ -69,5 +69,5 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may be gone; nothing to tell
+	json.NewEncoder(w).Encode(v) // the client may be gone; nothing to tell
 }

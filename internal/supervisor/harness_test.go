@@ -129,7 +129,7 @@ func spec(name string, argv ...string) program.Spec {
 		RSSExitCode: 12, RSSBackoff: 30 * time.Second, RSSLoopBudget: 3, RSSLoopWindow: 10 * time.Minute,
 		WedgeChecks: 1, WedgeRestartGrace: 10 * time.Second, WedgeLoopBudget: 3, WedgeLoopWindow: 30 * time.Minute,
 		TurnIdleAfter: 10 * time.Second, StartTimeout: 30 * time.Second,
-		Logs:          program.Logs{MaxSize: 1 << 20, MaxFiles: 2},
+		Logs: program.Logs{MaxSize: 1 << 20, MaxFiles: 2},
 	}
 }
 

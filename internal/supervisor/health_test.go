@@ -12,8 +12,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/proctree"
+	"github.com/tend-sh/tend/internal/program"
 )
 
 // Fake children: the test binary re-executed with TEND_FAKE_CHILD set plays a
