@@ -22,6 +22,7 @@ import (
 	"github.com/tend-sh/tend/internal/broker"
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/supervisor"
@@ -108,11 +109,12 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		return nil, err
 	}
 	publish := func(e program.Event) { d.log.Publish(e) }
-	d.broker = broker.New(publish, nil, nil)
+	tree := proctree.New()
+	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
 		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
-		Dropped: func() { d.notifyDropped.Add(1) },
+		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 	}, d.broker.Forget)
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
 	return d, nil

@@ -36,6 +36,7 @@ type Status struct {
 	Wait   syscall.WaitStatus
 	MaxRSS int64     // peak resident set in bytes (the child and its reaped descendants)
 	At     time.Time // when the reaper collected it
+	Woke   time.Time // when the SIGCHLD (or tick) that led to it woke the reaper
 }
 
 // Owner receives a registered child's Status on the reaper's goroutine. It
@@ -101,14 +102,16 @@ func (r *Reaper) loop() {
 	defer close(r.done)
 	t := time.NewTicker(r.tick) // a lost SIGCHLD cannot strand an exit for long
 	defer t.Stop()
+	woke := time.Now()
 	for {
-		r.Drain()
+		r.drain(woke)
 		select {
 		case <-r.sigs:
 		case <-t.C:
 		case <-r.stop:
 			return
 		}
+		woke = time.Now()
 	}
 }
 
@@ -167,7 +170,9 @@ func (r *Reaper) Reaped() uint64 { return r.reaped.Load() }
 
 // Drain collects every child that has exited and routes it. The drain loop
 // calls it on each SIGCHLD; it is exported for PID 1 mode and tests.
-func (r *Reaper) Drain() {
+func (r *Reaper) Drain() { r.drain(time.Now()) }
+
+func (r *Reaper) drain(woke time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
@@ -196,7 +201,7 @@ func (r *Reaper) Drain() {
 			continue
 		}
 		delete(r.routes, pid)
-		rt.owner(Status{PID: pid, Wait: ws, MaxRSS: ru.Maxrss * 1024, At: time.Now()})
+		rt.owner(Status{PID: pid, Wait: ws, MaxRSS: ru.Maxrss * 1024, At: time.Now(), Woke: woke})
 	}
 }
 

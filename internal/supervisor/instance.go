@@ -31,6 +31,7 @@ type Deps struct {
 	NotifyDir string                 // where notify sockets go; "" = no notify sockets
 	Tree      Tree                   // reads a run's tree RSS for max_rss; nil = no memory watchdog
 	Dropped   func()                 // counts a notify message dropped because the instance was busy
+	Detected  func(time.Duration)    // observes each exit's detection latency: reaper wake-up to exited event
 }
 
 // Tree reads the summed RSS of a run's process tree (package proctree).
@@ -86,6 +87,7 @@ type Instance struct {
 	waiters   []chan struct{} // stop and remove replies, due once the instance is at rest
 	replies   []chan struct{} // due after the next report, so a caller sees the new state
 	removing  bool
+	woke      time.Time // when the reaper woke for the exit being handled
 
 	health // notify messages, readiness, the wedge and memory watchdogs
 }
@@ -279,6 +281,7 @@ func (in *Instance) onExit(st reaper.Status) {
 	} else {
 		ex.Code = st.Wait.ExitStatus()
 	}
+	in.woke = st.Woke
 	in.ended(ex, r.intent)
 }
 
@@ -296,6 +299,10 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 		RunDurationMS: ex.Duration().Milliseconds(), LikelyCause: d.Cause,
 		CrashCount: d.CrashCount, MaxRSSBytes: ex.MaxRSS,
 	})
+	if !in.woke.IsZero() && in.deps.Detected != nil {
+		in.deps.Detected(time.Since(in.woke))
+	}
+	in.woke = time.Time{}
 	if d.Warn != nil {
 		in.publish(program.KindHealthWarn, d.Warn)
 	}
