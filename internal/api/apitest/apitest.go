@@ -1,0 +1,214 @@
+// Package apitest provides an in-memory Backend and Events for testing the
+// API, the client and the CLI against a real api.Server without a daemon.
+// They keep just enough state to answer like the daemon would: programs with
+// instances, operator actions recorded as calls, a numbered event log with
+// live subscribers.
+package apitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Backend is a fake api.Backend. The zero value is not usable; use
+// NewBackend. Its exported fields may be set before serving.
+type Backend struct {
+	// LogDir holds each instance's log as LogDir/ID.log.
+	LogDir string
+	// ReloadResult and ReloadErr are what Reload returns.
+	ReloadResult api.ReloadResult
+	ReloadErr    error
+	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
+	OnShutdown func()
+
+	mu       sync.Mutex                // guards the fields below
+	statuses map[string]program.Status // by instance id
+	calls    []string                  // "start worker", "stop all", ...
+}
+
+// NewBackend returns an empty Backend whose logs live in logDir.
+func NewBackend(logDir string) *Backend {
+	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}}
+}
+
+// Put adds or replaces the status of one instance.
+func (b *Backend) Put(st program.Status) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.statuses[st.ID] = st
+}
+
+// Calls returns the operator actions so far, as "verb selector" strings.
+func (b *Backend) Calls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// List implements api.Backend.
+func (b *Backend) List(agentsOnly bool) []program.Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []program.Status
+	for _, st := range b.statuses {
+		if !agentsOnly || st.Agent {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b program.Status) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Status implements api.Backend.
+func (b *Backend) Status(id string) (program.Status, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, ok := b.statuses[id]
+	if !ok {
+		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
+	}
+	return st, nil
+}
+
+// Add implements api.Backend: each instance starts out stopped.
+func (b *Backend) Add(spec program.Spec) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.hasProgramLocked(spec.Name) {
+		return nil, fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
+	}
+	var ids []string
+	for k := range spec.Instances {
+		id := program.InstanceID(spec.Name, k)
+		b.statuses[id] = program.Status{
+			ID: id, Program: spec.Name, Instance: k, Agent: spec.Agent,
+			State: program.StateStopped, Lifecycle: program.LifecycleDone,
+			Tracking: program.TrackingNone,
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (b *Backend) hasProgramLocked(name string) bool {
+	for _, st := range b.statuses {
+		if st.Program == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Remove implements api.Backend.
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.hasProgramLocked(name) {
+		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
+	}
+	for id, st := range b.statuses {
+		if st.Program == name {
+			delete(b.statuses, id)
+		}
+	}
+	b.calls = append(b.calls, "remove "+name)
+	return nil
+}
+
+// Start implements api.Backend.
+func (b *Backend) Start(sel string) ([]string, error) { return b.act("start", sel) }
+
+// Stop implements api.Backend.
+func (b *Backend) Stop(ctx context.Context, sel string) ([]string, error) { return b.act("stop", sel) }
+
+// Restart implements api.Backend.
+func (b *Backend) Restart(sel string) ([]string, error) { return b.act("restart", sel) }
+
+// act records an operator action and returns the ids sel names.
+func (b *Backend) act(verb, sel string) ([]string, error) {
+	s, err := program.ParseSelector(sel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", program.ErrNotFound, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for id, st := range b.statuses {
+		if s.All || (st.Program == s.Program && (s.Instance < 0 || s.Instance == st.Instance)) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 && !s.All {
+		return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
+	}
+	slices.Sort(ids)
+	b.calls = append(b.calls, verb+" "+sel)
+	return ids, nil
+}
+
+// Reload implements api.Backend.
+func (b *Backend) Reload() (api.ReloadResult, error) { return b.ReloadResult, b.ReloadErr }
+
+// Shutdown implements api.Backend.
+func (b *Backend) Shutdown() {
+	b.mu.Lock()
+	b.calls = append(b.calls, "shutdown")
+	b.mu.Unlock()
+	if b.OnShutdown != nil {
+		go b.OnShutdown()
+	}
+}
+
+// LogPath implements api.Backend.
+func (b *Backend) LogPath(id string) (string, error) {
+	if _, err := b.Status(id); err != nil {
+		return "", err
+	}
+	return filepath.Join(b.LogDir, id+".log"), nil
+}
+
+// ParseProgram implements api.Backend for the keys the CLI sends: name,
+// command, shell, instances, agent and restart. Other keys are an error, as
+// the daemon rejects unknown keys.
+func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
+	var req struct {
+		Name      string   `json:"name"`
+		Command   []string `json:"command"`
+		Shell     string   `json:"shell"`
+		Instances *int     `json:"instances"`
+		Agent     bool     `json:"agent"`
+		Restart   string   `json:"restart"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return program.Spec{}, fmt.Errorf("%w: %w", program.ErrInvalid, err)
+	}
+	spec := program.Spec{Name: req.Name, Command: req.Command, Shell: req.Shell,
+		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways}
+	if req.Instances != nil {
+		spec.Instances = *req.Instances
+	}
+	if req.Restart != "" {
+		spec.Restart = req.Restart
+	}
+	switch {
+	case !program.NamePattern.MatchString(spec.Name):
+		return spec, fmt.Errorf("%w: name: %q does not match %s", program.ErrInvalid, spec.Name, program.NamePattern)
+	case len(spec.Command) == 0 && spec.Shell == "":
+		return spec, fmt.Errorf("%w: command: required", program.ErrInvalid)
+	case spec.Instances < 0:
+		return spec, fmt.Errorf("%w: instances: must be >= 0", program.ErrInvalid)
+	case !slices.Contains([]string{program.RestartAlways, program.RestartOnFailure, program.RestartNever}, spec.Restart):
+		return spec, fmt.Errorf("%w: restart: %q is not always, on-failure or never", program.ErrInvalid, spec.Restart)
+	}
+	return spec, nil
+}

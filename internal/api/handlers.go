@@ -1,0 +1,174 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// maxBody caps a POST /v1/programs body.
+const maxBody = 1 << 20
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.opts.Version})
+	return nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
+	agents, err := boolParam(r, "agents")
+	if err != nil {
+		return err
+	}
+	list := s.b.List(agents)
+	if list == nil {
+		list = []program.Status{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, _, ok := program.SplitID(id); !ok {
+		return lookupError{fmt.Errorf("%w: %q is not an instance id (name:k)", program.ErrNotFound, id)}
+	}
+	st, err := s.b.Status(id)
+	if err != nil {
+		return lookupError{err}
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) add(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &httpError{http.StatusRequestEntityTooLarge, "request body is larger than 1 MiB"}
+		}
+		return badRequest("reading request body: " + err.Error())
+	}
+	spec, err := s.b.ParseProgram(body)
+	if err != nil {
+		if statusOf(err) == http.StatusInternalServerError {
+			err = fmt.Errorf("%w: %w", program.ErrInvalid, err)
+		}
+		return err
+	}
+	ids, err := s.b.Add(spec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, idsBody{IDs: nonNil(ids)})
+	return nil
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if !program.NamePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q is not a program name", program.ErrNotFound, name)
+	}
+	if err := s.b.Remove(r.Context(), name); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": name})
+	return nil
+}
+
+// idsBody answers the operator actions and add.
+type idsBody struct {
+	IDs []string `json:"ids"`
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) error {
+	return s.act(w, r, s.b.Start)
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
+	return s.act(w, r, func(sel string) ([]string, error) { return s.b.Stop(r.Context(), sel) })
+}
+
+func (s *Server) restart(w http.ResponseWriter, r *http.Request) error {
+	return s.act(w, r, s.b.Restart)
+}
+
+// act runs an operator action on the selector in the path.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, do func(sel string) ([]string, error)) error {
+	sel, err := selectorParam(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ids, err := do(sel)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, idsBody{IDs: nonNil(ids)})
+	return nil
+}
+
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) error {
+	res, err := s.b.Reload()
+	if err != nil {
+		return err
+	}
+	res.Added, res.Removed = nonNil(res.Added), nonNil(res.Removed)
+	res.Changed, res.Unchanged = nonNil(res.Changed), nonNil(res.Unchanged)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// shutdown answers first: Shutdown begins stopping the daemon, which closes
+// this server, and the client should hear that its request was taken.
+func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusAccepted, map[string]bool{"ok": true})
+	http.NewResponseController(w).Flush() // best effort
+	s.b.Shutdown()
+	return nil
+}
+
+// selectorParam checks the form of an id argument. A malformed one names
+// nothing, so it is a 404 like an unknown one.
+func selectorParam(id string) (string, error) {
+	if _, err := program.ParseSelector(id); err != nil {
+		return "", fmt.Errorf("%w: %w", program.ErrNotFound, err)
+	}
+	return id, nil
+}
+
+// boolParam reads an optional boolean query parameter ("1", "true", ...).
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest(fmt.Sprintf("%s=%q: want 1 or 0", name, v))
+	}
+	return b, nil
+}
+
+// intParam reads an optional non-negative integer query parameter.
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest(fmt.Sprintf("%s=%q: want a number from 0", name, v))
+	}
+	return n, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

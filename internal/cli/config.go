@@ -1,0 +1,22 @@
+package cli
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/tend-sh/tend/internal/config"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// socketFromConfig is the socket of the daemon that runs the config at
+// path: tend.sock in its state dir. The one use of package config here.
+func socketFromConfig(path string) (string, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		if errors.Is(err, program.ErrBadConfig) {
+			return "", configError{err.Error()}
+		}
+		return "", err
+	}
+	return filepath.Join(cfg.Daemon.StateDir, "tend.sock"), nil
+}

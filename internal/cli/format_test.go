@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+func TestFormatEvent(t *testing.T) {
+	ts := time.Date(2026, 12, 2, 12, 3, 4, 123e6, time.Local)
+	sig := "SIGKILL"
+	ev := func(seq uint64, kind, id string, data any) program.Event {
+		e := program.Event{Seq: seq, TS: ts, Kind: kind, ID: id, Data: data}
+		if name, _, ok := program.SplitID(id); ok {
+			e.Program = name
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		e    program.Event
+		want string
+	}{
+		{ev(42, "exited", "worker:0", program.Exited{PID: 9, Code: intp(1), RunDurationMS: 812, LikelyCause: "runtime_error", CrashCount: 2}),
+			"12:03:04.123 #42 worker:0 exited code=1 cause=runtime_error crash_count=2 run_ms=812"},
+		{ev(43, "exited", "worker:0", program.Exited{Signal: &sig, LikelyCause: "oom_or_external_kill", CrashCount: 3, RunDurationMS: 5}),
+			"12:03:04.123 #43 worker:0 exited signal=SIGKILL cause=oom_or_external_kill crash_count=3 run_ms=5"},
+		{ev(44, "exited", "worker:0", program.Exited{LikelyCause: "spawn_failed", CrashCount: 1}),
+			"12:03:04.123 #44 worker:0 exited code=null cause=spawn_failed crash_count=1 run_ms=0"},
+		{ev(1, "spawned", "web:1", program.Spawned{PID: 4242, Run: 3}),
+			"12:03:04.123 #1 web:1 spawned pid=4242 run=3"},
+		{ev(2, "spawn_failed", "web:1", program.SpawnFailed{Error: "exec: no such file", Errno: "ENOENT"}),
+			`12:03:04.123 #2 web:1 spawn_failed error="exec: no such file" errno=ENOENT`},
+		{ev(3, "backoff", "web:1", program.Backoff{MS: 2000, CrashCount: 2, Reason: "crash"}),
+			"12:03:04.123 #3 web:1 backoff ms=2000 reason=crash crash_count=2"},
+		{ev(4, "health_warn", "web:1", program.HealthWarn{Reason: "clean_restart_budget_exceeded", Count: 11, WindowMS: 60000}),
+			"12:03:04.123 #4 web:1 health_warn reason=clean_restart_budget_exceeded count=11 window_ms=60000"},
+		{ev(5, "health_warn", "web:1", program.HealthWarn{Reason: "crash_budget_degraded", Count: 5, Max: 5}),
+			"12:03:04.123 #5 web:1 health_warn reason=crash_budget_degraded count=5 max=5"},
+		{ev(6, "wedged", "web:1", program.Wedged{Source: "watchdog", Detail: "no WATCHDOG=1 for 30s"}),
+			`12:03:04.123 #6 web:1 wedged source=watchdog detail="no WATCHDOG=1 for 30s"`},
+		{ev(7, "rss_exceeded", "web:1", program.RSSExceeded{RSSBytes: 3 << 30, MaxRSS: 2 << 30}),
+			"12:03:04.123 #7 web:1 rss_exceeded rss=3.0GiB max_rss=2.0GiB"},
+		{ev(8, "gave_up", "web:1", program.GaveUp{CrashCount: 10, Max: 10}),
+			"12:03:04.123 #8 web:1 gave_up crash_count=10 max=10"},
+		{ev(9, "status_changed", "web:1", program.Status{ID: "web:1", Program: "web", Instance: 1, State: "running", Lifecycle: "running", Why: "up 1s"}),
+			`12:03:04.123 #9 web:1 status_changed state=running lifecycle=running why="up 1s"`},
+		{ev(10, "tracked_changed", "", program.TrackedChanged{IDs: []string{"a:0", "b:0"}}),
+			"12:03:04.123 #10 tracked_changed ids=a:0,b:0"},
+		{ev(11, "daemon", "", program.DaemonPhase{Phase: "started", PID: 77}),
+			"12:03:04.123 #11 daemon phase=started pid=77"},
+		{ev(12, "daemon", "", program.DaemonPhase{Phase: "adopted", Count: intp(2)}),
+			"12:03:04.123 #12 daemon phase=adopted count=2"},
+		{ev(13, "future_kind", "web:0", map[string]any{"b": 2, "a": "x y"}),
+			`12:03:04.123 #13 web:0 future_kind a="x y" b=2`},
+	} {
+		if got := FormatEvent(tc.e); got != tc.want {
+			t.Errorf("FormatEvent:\n got %s\nwant %s", got, tc.want)
+		}
+		// A decoded event (payloads behind pointers) prints the same line.
+		b, err := json.Marshal(tc.e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back program.Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if got := FormatEvent(back); got != tc.want {
+			t.Errorf("FormatEvent of decoded %s:\n got %s\nwant %s", b, got, tc.want)
+		}
+	}
+}
+
+func TestHuman(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", -time.Second: "0s", 999 * time.Millisecond: "0s", 45 * time.Second: "45s",
+		81234 * time.Millisecond: "1m21s", 65 * time.Second: "1m5s", time.Hour + 3*time.Minute + 9*time.Second: "1h3m",
+		50 * time.Hour: "2d2h",
+	} {
+		if got := humanDuration(d); got != want {
+			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for n, want := range map[int64]string{
+		0: "0B", 1023: "1023B", 1024: "1.0KiB", 73400320: "70.0MiB", 76965478: "73.4MiB",
+		3 << 30: "3.0GiB", 5 << 40: "5.0TiB", 5 << 50: "5120.0TiB",
+	} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for r, want := range map[program.Restarts]string{
+		{}:                                    "0",
+		{Crash: 2, CleanExit: 1}:              "3 (crash 2, clean 1)",
+		{RSSWatchdog: 1}:                      "1 (rss 1)",
+		{WedgeRestart: 2, OperatorRestart: 1}: "3 (wedge 2, operator 1)",
+	} {
+		if got := restartsText(r); got != want {
+			t.Errorf("restartsText(%+v) = %q, want %q", r, got, want)
+		}
+	}
+}

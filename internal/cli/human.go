@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// humanDuration writes d in its two largest units: "45s", "1m21s", "2h3m",
+// "3d4h".
+func humanDuration(d time.Duration) string {
+	s := int64(max(d, 0) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
+	}
+	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+}
+
+// humanBytes writes n in binary units with one decimal: "512B", "73.4MiB".
+func humanBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v := float64(n)
+	for _, unit := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		v /= 1024
+		if v < 1024 || unit == "TiB" {
+			return fmt.Sprintf("%.1f%s", v, unit)
+		}
+	}
+	panic("unreachable")
+}
+
+// restartsText is the total with its causes: "3 (crash 2, clean 1)" or "0".
+func restartsText(r program.Restarts) string {
+	if r.Total() == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		{"crash", r.Crash}, {"clean", r.CleanExit}, {"rss", r.RSSWatchdog},
+		{"wedge", r.WedgeRestart}, {"operator", r.OperatorRestart},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c.name, c.n))
+		}
+	}
+	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
+}
+
+// uptimeText is how long the current run has been up, "-" when none runs.
+func uptimeText(st *program.Status) string {
+	if !st.Alive() {
+		return "-"
+	}
+	return humanDuration(time.Duration(st.UptimeMS) * time.Millisecond)
+}
+
+// rssText is the run's memory, "-" when unknown or nothing runs.
+func rssText(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return humanBytes(n)
+}
+
+// pidText is the pid, "-" when nothing runs.
+func pidText(pid *int) string {
+	if pid == nil {
+		return "-"
+	}
+	return fmt.Sprint(*pid)
+}
+
+// exitText describes how a run ended: "exit 1", "signal SIGKILL" or
+// "never started".
+func exitText(code *int, signal *string) string {
+	switch {
+	case code != nil:
+		return fmt.Sprintf("exit %d", *code)
+	case signal != nil:
+		return "signal " + *signal
+	}
+	return "never started"
+}

@@ -1,0 +1,160 @@
+// Package cli is the tend command line. Main runs one command line against
+// injected writers, so tests run the whole CLI in-process. Each verb lives in
+// its own file; every verb but up talks to a running daemon through package
+// client, and none links the daemon's internals except up, which is the
+// daemon.
+//
+// Exit statuses (SPEC 8): 0 done, 1 failed, 2 bad usage or config, 3 no such
+// program or instance, 4 no daemon reachable. An error is one line on stderr
+// starting "tend: "; config problems are printed as their own
+// "file:line: key: what is wrong" lines.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Version is tend's version, set at build time with
+// -ldflags "-X github.com/tend-sh/tend/internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitNoDaemon = 4
+)
+
+// env is one run of Main: its writers, its global flags, and what it knows
+// about how far the command got. Only Main's goroutine touches it.
+type env struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+
+	socket string // --socket
+	config string // -c/--config
+
+	// ran is set when a verb's own code starts: an error before that is
+	// cobra rejecting the command line.
+	ran bool
+}
+
+// Main runs the tend command line args (without the program name) and
+// returns the process's exit status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	root := e.rootCmd()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	return e.report(cmd, err)
+}
+
+func (e *env) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "tend",
+		Short:         "tend supervises fleets of AI agents and job workers",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(e.stderr)
+			cmd.Usage()
+			return usageError{errors.New("missing command")}
+		}),
+	}
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVarP(&e.config, "config", "c", "", "the config file (TOML or Procfile); finds the daemon's socket")
+	pf.StringVar(&e.socket, "socket", "", "the daemon's socket (default: $TEND_SOCKET, else from the config)")
+	root.AddCommand(
+		e.upCmd(), e.psCmd(), e.statusCmd(),
+		e.startCmd(), e.stopCmd(), e.restartCmd(),
+		e.addCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
+		e.reloadCmd(), e.downCmd(), e.versionCmd(),
+	)
+	return root
+}
+
+// run wraps a verb's code, marking that the command line was accepted.
+func (e *env) run(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		e.ran = true
+		return f(cmd, args)
+	}
+}
+
+// usageError is a command line tend cannot run (exit 2).
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// configError carries config problems, printed as they are: one
+// "file:line: key: what is wrong" line each (exit 2).
+type configError struct{ msg string }
+
+func (c configError) Error() string { return c.msg }
+
+// report prints err and returns the exit status it means.
+func (e *env) report(cmd *cobra.Command, err error) int {
+	if !e.ran {
+		err = usageError{err}
+	}
+	var ce configError
+	var ue usageError
+	switch {
+	case errors.As(err, &ce):
+		fmt.Fprintln(e.stderr, strings.TrimRight(ce.msg, "\n"))
+	case errors.As(err, &ue):
+		// cobra adds suggestions on further lines; one line is enough.
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(e.stderr, "tend: %s (see '%s --help')\n", msg, cmd.CommandPath())
+	default:
+		fmt.Fprintf(e.stderr, "tend: %s\n", oneLine(err.Error()))
+	}
+	return exitCode(err)
+}
+
+// exitCode maps an error to its exit status.
+func exitCode(err error) int {
+	var apiErr *client.APIError
+	switch {
+	case errors.As(err, new(usageError)), errors.As(err, new(configError)):
+		return exitUsage
+	case errors.Is(err, client.ErrNoDaemon):
+		return exitNoDaemon
+	case errors.As(err, &apiErr):
+		switch apiErr.Status {
+		case 404:
+			return exitNotFound
+		case 400, 413:
+			return exitUsage
+		}
+		return exitFailed
+	case errors.Is(err, program.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, program.ErrBadConfig), errors.Is(err, program.ErrInvalid):
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// oneLine joins a multi-line message so an error stays one line.
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+}

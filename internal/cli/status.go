@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+func (e *env) statusCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "status ID [--json]",
+		Short: "show one instance in detail",
+		Args:  cobra.ExactArgs(1),
+		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			st, err := c.Status(args[0])
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(e.stdout, st)
+			}
+			return writeStatus(e.stdout, &st)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the status object as JSON")
+	return cmd
+}
+
+// timeText is a status timestamp in local time, "-" when unset.
+func timeText(t program.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// writeStatus writes one instance as an aligned "key: value" block.
+func writeStatus(w io.Writer, st *program.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	line := func(key, format string, args ...any) {
+		fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...))
+	}
+	line("id", "%s", st.ID)
+	line("program", "%s (instance %d)", st.Program, st.Instance)
+	line("agent", "%s", yesNo(st.Agent))
+	line("state", "%s", st.State)
+	line("lifecycle", "%s", st.Lifecycle)
+	line("why", "%s", st.Why)
+	line("pid", "%s", pidText(st.PID))
+	line("run", "%d", st.Run)
+	if st.Alive() {
+		line("started", "%s (up %s)", timeText(st.StartedAt), uptimeText(st))
+		line("ready", "%s", yesNo(st.Ready))
+	}
+	if st.Agent {
+		turn := "idle"
+		if st.TurnActive {
+			turn = "active"
+		}
+		line("turn", "%s", turn)
+	}
+	if st.StatusText != "" {
+		line("status text", "%s", st.StatusText)
+	}
+	crashes := fmt.Sprint(st.CrashCount)
+	if st.Degraded {
+		crashes += " (degraded)"
+	}
+	line("crashes", "%s", crashes)
+	line("restarts", "%s", restartsText(st.Restarts))
+	if le := st.LastExit; le != nil {
+		line("last exit", "%s (%s) at %s", exitText(le.Code, le.Signal), le.LikelyCause, timeText(le.At))
+	}
+	if !st.NextStartAt.IsZero() {
+		line("next start", "%s", timeText(st.NextStartAt))
+	}
+	line("rss", "%s", rssText(st.RSSBytes))
+	line("tracking", "%s", st.Tracking)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Processes) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "processes:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PID\tPPID\tPGID\tSTATE\tRSS\tCMD")
+	for _, p := range st.Processes {
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", p.PID, p.PPID, p.PGID, p.State, rssText(p.RSSBytes), strings.TrimSpace(p.Cmd))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-sh/tend/internal/daemon"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+func (e *env) upCmd() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "up [-c FILE] [--json]",
+		Short: "run the daemon in the foreground",
+		Long: `Run the daemon in the foreground: start every program of the config file
+(default tend.toml) and keep them running, printing events on stderr, until
+SIGTERM, SIGINT or tend down.`,
+		Args: cobra.NoArgs,
+		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			path := e.config
+			if path == "" {
+				path = defaultConfig
+			}
+			err := daemon.Run(e.ctx, daemon.Options{
+				ConfigPath: path,
+				JSON:       jsonOut,
+				Stderr:     e.stderr,
+				Format:     FormatEvent,
+				Version:    Version,
+			})
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, program.ErrBadConfig):
+				return configError{err.Error()}
+			case errors.Is(err, daemon.ErrAlreadyRunning):
+				return err
+			}
+			return fmt.Errorf("up: %w", err)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print events as JSON lines")
+	return cmd
+}

@@ -1,0 +1,300 @@
+// Package client is the Go client of tend's HTTP API over the daemon's unix
+// socket, shared by the CLI and by tests. It imports only package program
+// from tend, so the CLI links none of the daemon.
+//
+// Errors: an API error answer is an *APIError with its status code; a
+// socket that cannot be dialled (missing, refused) is an error wrapping
+// ErrNoDaemon.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// ErrNoDaemon is wrapped by every error that comes from not reaching the
+// daemon's socket at all.
+var ErrNoDaemon = errors.New("no tend daemon reachable")
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status  int    // the HTTP status code
+	Message string // the answer's "error" field
+}
+
+func (e *APIError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
+}
+
+// dialError is a failure to connect to the socket.
+type dialError struct {
+	path string
+	err  error
+}
+
+func (e *dialError) Error() string {
+	msg := e.err.Error()
+	var se *os.SyscallError
+	if errors.As(e.err, &se) {
+		msg = se.Error() // "connect: no such file or directory", without the path twice
+	}
+	return fmt.Sprintf("%s at %s (%s)", ErrNoDaemon, e.path, msg)
+}
+
+func (e *dialError) Unwrap() []error { return []error{ErrNoDaemon, e.err} }
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// New returns a Client of the daemon listening on socketPath. It does not
+// connect until a method is called.
+func New(socketPath string) *Client {
+	c := &Client{socket: socketPath}
+	c.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "unix", socketPath)
+			if err != nil {
+				return nil, &dialError{socketPath, err}
+			}
+			return conn, nil
+		},
+		MaxIdleConnsPerHost: 4,
+	}}
+	return c
+}
+
+// Socket is the path the client dials.
+func (c *Client) Socket() string { return c.socket }
+
+// ReloadResult says what a reload changed, by program name. (A copy of
+// api.ReloadResult, so the CLI does not link the API server.)
+type ReloadResult struct {
+	Added     []string `json:"added"`
+	Removed   []string `json:"removed"`
+	Changed   []string `json:"changed"`
+	Unchanged []string `json:"unchanged"`
+}
+
+// Health reports whether the daemon is serving, and its version.
+func (c *Client) Health() (version string, err error) {
+	var out struct {
+		OK      bool   `json:"ok"`
+		Version string `json:"version"`
+	}
+	err = c.call(context.Background(), "GET", "/healthz", nil, nil, &out)
+	return out.Version, err
+}
+
+// List returns every instance's status (only agents with agentsOnly).
+func (c *Client) List(agentsOnly bool) ([]program.Status, error) {
+	q := url.Values{}
+	if agentsOnly {
+		q.Set("agents", "1")
+	}
+	var out []program.Status
+	return out, c.call(context.Background(), "GET", "/v1/status", q, nil, &out)
+}
+
+// Status returns one instance's status.
+func (c *Client) Status(id string) (program.Status, error) {
+	var out program.Status
+	return out, c.call(context.Background(), "GET", "/v1/status/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// Add adds a program. body holds the program's config keys as JSON values
+// (as in TOML: "command", "instances", "restart", ...) plus "name". It
+// returns the new instances' ids.
+func (c *Client) Add(body map[string]any) ([]string, error) {
+	var out struct {
+		IDs []string `json:"ids"`
+	}
+	return out.IDs, c.call(context.Background(), "POST", "/v1/programs", nil, body, &out)
+}
+
+// Remove stops every instance of a program and forgets it.
+func (c *Client) Remove(name string) error {
+	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// Start starts what sel names ("all", "name", "name:k"); it returns the ids.
+func (c *Client) Start(sel string) ([]string, error) { return c.act(sel, "start") }
+
+// Stop stops what sel names and returns the ids once they have stopped.
+func (c *Client) Stop(sel string) ([]string, error) { return c.act(sel, "stop") }
+
+// Restart restarts what sel names; it returns the ids.
+func (c *Client) Restart(sel string) ([]string, error) { return c.act(sel, "restart") }
+
+func (c *Client) act(sel, verb string) ([]string, error) {
+	var out struct {
+		IDs []string `json:"ids"`
+	}
+	err := c.call(context.Background(), "POST", "/v1/programs/"+url.PathEscape(sel)+"/"+verb, nil, nil, &out)
+	return out.IDs, err
+}
+
+// Reload makes the daemon re-read its config file. A config with errors is
+// an *APIError with status 400 whose Message holds the problems, one a line.
+func (c *Client) Reload() (ReloadResult, error) {
+	var out ReloadResult
+	return out, c.call(context.Background(), "POST", "/v1/reload", nil, nil, &out)
+}
+
+// Shutdown asks the daemon to stop; it returns once the request is taken,
+// not when the daemon has stopped.
+func (c *Client) Shutdown() error {
+	return c.call(context.Background(), "POST", "/v1/shutdown", nil, nil, nil)
+}
+
+// Logs writes the last tail lines of an instance's output to w; with
+// follow it goes on writing new output until ctx ends (then it returns nil)
+// or the daemon goes away.
+func (c *Client) Logs(ctx context.Context, id string, tail int, follow bool, w io.Writer) error {
+	q := url.Values{"tail": {strconv.Itoa(tail)}}
+	if follow {
+		q.Set("follow", "1")
+	}
+	resp, err := c.do(ctx, "GET", "/v1/logs/"+url.PathEscape(id), q, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// EventFilter narrows an event query. The zero value matches every event.
+type EventFilter struct {
+	Kinds []string // event kinds; empty = all
+	ID    string   // a selector: "all", a program name or "name:k"; "" = all events
+}
+
+func (f EventFilter) query(q url.Values) {
+	if len(f.Kinds) > 0 {
+		q.Set("kinds", strings.Join(f.Kinds, ","))
+	}
+	if f.ID != "" {
+		q.Set("id", f.ID)
+	}
+}
+
+// Events returns every event with seq > since from the daemon's log.
+func (c *Client) Events(since uint64) ([]program.Event, error) {
+	return c.EventsMatching(since, EventFilter{})
+}
+
+// eventPage is how many events one backlog request asks for (a var for tests).
+var eventPage = 10000
+
+// EventsMatching returns the events with seq > since that pass f, oldest
+// first. It reads the backlog in pages, so any number of events comes back.
+func (c *Client) EventsMatching(since uint64, f EventFilter) ([]program.Event, error) {
+	var all []program.Event
+	for {
+		q := url.Values{"since": {strconv.FormatUint(since, 10)}, "limit": {strconv.Itoa(eventPage)}}
+		f.query(q)
+		var page []program.Event
+		if err := c.call(context.Background(), "GET", "/v1/events", q, nil, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page...)
+		if len(page) < eventPage {
+			return all, nil
+		}
+		since = page[len(page)-1].Seq
+	}
+}
+
+// call sends a request with an optional JSON body and decodes a JSON answer
+// into out (if not nil).
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	resp, err := c.do(ctx, method, path, q, rd, http.Header{"Accept": {"application/json"}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body) // lets the connection be reused
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("reading %s %s answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// do sends a request and returns a 2xx response; anything else becomes an
+// *APIError, and a failure to connect the *dialError.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, h http.Header) (*http.Response, error) {
+	u := "http://tend" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var de *dialError
+		if errors.As(err, &de) {
+			return nil, de
+		}
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp)
+	}
+	return resp, nil
+}
+
+// readAPIError turns an error answer into an *APIError, taking the message
+// from a JSON {"error": ...} body or else the body's text.
+func readAPIError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var body struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &body) == nil && body.Error != "" {
+		msg = body.Error
+	}
+	return &APIError{Status: resp.StatusCode, Message: msg}
+}
