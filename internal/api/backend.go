@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -34,6 +35,8 @@ type Backend interface {
 	LogPath(id string) (string, error)
 	// ParseProgram turns a POST /v1/programs body into a validated Spec.
 	ParseProgram(body []byte) (program.Spec, error)
+	// Doctor summarises the audit log of the last `since`.
+	Doctor(since time.Duration) (*program.DoctorReport, error)
 }
 
 // ReloadResult says what a reload changed, by program name.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -171,4 +172,22 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// doctor summarises the audit log: ?since=24h (a Go duration, default 24h).
+func (s *Server) doctor(w http.ResponseWriter, r *http.Request) error {
+	since := 24 * time.Hour
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return badRequest(fmt.Sprintf("since=%q: want a positive Go duration such as 24h or 90m", v))
+		}
+		since = d
+	}
+	rep, err := s.b.Doctor(since)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
 }

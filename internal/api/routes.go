@@ -21,6 +21,7 @@ func (s *Server) routes() {
 
 	s.mux.HandleFunc("GET /v1/logs/{id}", s.handle(s.logs))
 	s.mux.HandleFunc("GET /v1/events", s.handle(s.events))
+	s.mux.HandleFunc("GET /v1/doctor", s.handle(s.doctor))
 }
 
 // handlerFunc is an API handler: it writes a response and returns nil, or

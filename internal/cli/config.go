@@ -9,14 +9,16 @@ import (
 )
 
 // socketFromConfig is the socket of the daemon that runs the config at
-// path: tend.sock in its state dir. The one use of package config here.
+// path: tend.sock in its state dir. Only [daemon] state_dir is read, so a
+// file with mistakes elsewhere still finds its daemon (tend reload then
+// reports them). The one use of package config here.
 func socketFromConfig(path string) (string, error) {
-	cfg, err := config.Load(path)
+	dir, err := config.StateDir(path)
 	if err != nil {
 		if errors.Is(err, program.ErrBadConfig) {
 			return "", configError{err.Error()}
 		}
 		return "", err
 	}
-	return filepath.Join(cfg.Daemon.StateDir, "tend.sock"), nil
+	return filepath.Join(dir, "tend.sock"), nil
 }

@@ -87,6 +87,7 @@ func (e *env) rootCmd() *cobra.Command {
 		e.startCmd(), e.stopCmd(), e.restartCmd(),
 		e.addCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
 		e.reloadCmd(), e.downCmd(), e.versionCmd(),
+		e.waitCmd(), e.doctorCmd(),
 	)
 	return root
 }

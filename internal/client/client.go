@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -297,4 +298,11 @@ func readAPIError(resp *http.Response) error {
 		msg = body.Error
 	}
 	return &APIError{Status: resp.StatusCode, Message: msg}
+}
+
+// Doctor returns the daemon's summary of the audit log over the last since.
+func (c *Client) Doctor(since time.Duration) (*program.DoctorReport, error) {
+	var out program.DoctorReport
+	q := url.Values{"since": {since.String()}}
+	return &out, c.call(context.Background(), "GET", "/v1/doctor", q, nil, &out)
 }

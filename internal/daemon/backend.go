@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/config"
+	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/supervisor"
@@ -83,3 +85,8 @@ func (e eventSource) Since(since uint64, limit int) ([]program.Event, error) {
 }
 
 func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Subscribe(since) }
+
+func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
+	now := time.Now()
+	return doctor.Scan(filepath.Join(b.d.cfg.Daemon.StateDir, "audit"), now.Add(-since), now)
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/tend-sh/tend/internal/broker"
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/metrics"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
@@ -73,6 +74,7 @@ type daemon struct {
 	broker        *broker.Broker
 	mgr           *supervisor.Manager
 	api           *api.Server
+	metrics       *metrics.Metrics
 	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
 	reloadMu      sync.Mutex                      // one reload at a time
@@ -115,8 +117,17 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
 		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
+		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
 	}, d.broker.Forget)
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
+	d.metrics = metrics.New(metrics.Source{
+		Statuses:        func() []program.Status { return d.broker.List(false) },
+		OrphansReaped:   d.reaper.Orphans,
+		EventsPublished: d.log.Published,
+		SubscribersCut:  d.log.CutOffs,
+		NotifyDropped:   d.notifyDropped.Load,
+	})
+	d.api.Handle("GET /metrics", d.metrics.Handler())
 	return d, nil
 }
 

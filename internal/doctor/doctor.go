@@ -18,31 +18,21 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// Report is the summary of one period.
+// Report accumulates a program.DoctorReport.
 type Report struct {
-	Since    program.Time     `json:"since"`
-	Until    program.Time     `json:"until"`
-	Events   int              `json:"events"`
-	Programs []*ProgramReport `json:"programs"`
-	Advice   []string         `json:"advice"`
-	byName   map[string]*ProgramReport
+	program.DoctorReport
+	byName map[string]*ProgramReport
 }
 
-// ProgramReport is one program's part of a Report.
+// ProgramReport is one program's part, with when each cause first and last
+// happened.
 type ProgramReport struct {
-	Program     string               `json:"program"`
-	Exits       map[string]int       `json:"exits"`    // by likely_cause
-	Warnings    map[string]int       `json:"warnings"` // health_warn by reason
-	Wedges      map[string]int       `json:"wedges"`   // wedged by source
-	GaveUp      int                  `json:"gave_up"`
-	SpawnErrors []string             `json:"spawn_errors,omitempty"` // distinct, at most 3
-	LastCrash   string               `json:"last_crash,omitempty"`   // "exit 1 (runtime_error) on worker:0"
-	LastID      string               `json:"last_id,omitempty"`
-	first, last map[string]time.Time // by cause: when the first and last such exit happened
+	*program.DoctorProgram
+	first, last map[string]time.Time
 }
 
 // Scan reads the audit files in dir for events in [since, until].
-func Scan(dir string, since, until time.Time) (*Report, error) {
+func Scan(dir string, since, until time.Time) (*program.DoctorReport, error) {
 	r := newReport(since, until)
 	files, err := filepath.Glob(filepath.Join(dir, "events-*.jsonl"))
 	if err != nil {
@@ -59,11 +49,14 @@ func Scan(dir string, since, until time.Time) (*Report, error) {
 		}
 	}
 	r.finish()
-	return r, nil
+	return &r.DoctorReport, nil
 }
 
 func newReport(since, until time.Time) *Report {
-	return &Report{Since: program.Time{Time: since}, Until: program.Time{Time: until}, byName: map[string]*ProgramReport{}}
+	return &Report{
+		DoctorReport: program.DoctorReport{Since: program.Time{Time: since}, Until: program.Time{Time: until}},
+		byName:       map[string]*ProgramReport{},
+	}
 }
 
 func (r *Report) scanFile(path string) error {
@@ -117,8 +110,10 @@ func (r *Report) Add(e program.Event) {
 func (r *Report) program(name string) *ProgramReport {
 	p, ok := r.byName[name]
 	if !ok {
-		p = &ProgramReport{Program: name, Exits: map[string]int{}, Warnings: map[string]int{}, Wedges: map[string]int{},
-			first: map[string]time.Time{}, last: map[string]time.Time{}}
+		p = &ProgramReport{
+			DoctorProgram: &program.DoctorProgram{Program: name, Exits: map[string]int{}, Warnings: map[string]int{}, Wedges: map[string]int{}},
+			first:         map[string]time.Time{}, last: map[string]time.Time{},
+		}
 		r.byName[name] = p
 	}
 	return p
@@ -145,18 +140,20 @@ func exitText(d *program.Exited) string {
 
 // finish orders the programs by trouble and writes the advice.
 func (r *Report) finish() {
-	r.Programs = r.Programs[:0]
+	progs := make([]*ProgramReport, 0, len(r.byName))
 	for _, p := range r.byName {
-		r.Programs = append(r.Programs, p)
+		progs = append(progs, p)
 	}
-	slices.SortFunc(r.Programs, func(a, b *ProgramReport) int {
+	slices.SortFunc(progs, func(a, b *ProgramReport) int {
 		if d := b.trouble() - a.trouble(); d != 0 {
 			return d
 		}
 		return strings.Compare(a.Program, b.Program)
 	})
+	r.Programs = []*program.DoctorProgram{}
 	r.Advice = []string{}
-	for _, p := range r.Programs {
+	for _, p := range progs {
+		r.Programs = append(r.Programs, p.DoctorProgram)
 		r.Advice = append(r.Advice, p.advice()...)
 	}
 }

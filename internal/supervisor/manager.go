@@ -17,7 +17,8 @@ type Manager struct {
 	deps   Deps
 	forget func(id string) // drops an instance from the broker after it ended
 
-	trackMu sync.Mutex // serialises tracked_changed, so the last one published is the current list
+	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
+	trackIDs []string   // the list last published; guarded by trackMu
 
 	mu     sync.Mutex        // guards progs and closed
 	progs  map[string]*group // by program name
@@ -291,10 +292,16 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// trackedChanged publishes the id list if it differs from the last one.
 func (m *Manager) trackedChanged() {
 	m.trackMu.Lock()
 	defer m.trackMu.Unlock()
-	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: m.IDs()}})
+	ids := m.IDs()
+	if m.trackIDs != nil && slices.Equal(ids, m.trackIDs) {
+		return
+	}
+	m.trackIDs = ids
+	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: ids}})
 }
 
 // sendAll sends kind to every instance and returns the reply channels.
