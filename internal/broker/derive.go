@@ -169,11 +169,10 @@ func backoffWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now 
 	case program.ReasonBudgetExceeded:
 		return fmt.Sprintf("backing off %s: more than %d clean exits in %s (clean_restart_budget)", in, spec.CleanRestartBudget, Human(spec.CleanRestartWindow))
 	}
-	w := fmt.Sprintf("backing off %s after crash %d of %d: %s", in, st.CrashCount, spec.MaxCrashes, exitText(st.LastExit))
-	if st.Degraded {
-		w += "; degraded"
+	if st.CrashCount > spec.MaxCrashes {
+		return fmt.Sprintf("backing off %s after crash %d, degraded past max_crashes %d: %s", in, st.CrashCount, spec.MaxCrashes, exitText(st.LastExit))
 	}
-	return w
+	return fmt.Sprintf("backing off %s after crash %d of %d: %s", in, st.CrashCount, spec.MaxCrashes, exitText(st.LastExit))
 }
 
 // exitText says how a run ended: "exit 1 (runtime_error)", "SIGKILL (oom_or_external_kill)".

@@ -51,6 +51,9 @@ func writeDoctor(w io.Writer, rep *program.DoctorReport, since time.Duration) {
 	}
 	fmt.Fprintln(w, "\nexits by cause:")
 	for _, p := range rep.Programs {
+		if len(p.Exits)+len(p.Warnings)+len(p.Wedges) == 0 {
+			continue // ran quietly
+		}
 		fmt.Fprintf(w, "  %-16s %s\n", p.Program, counts(p.Exits))
 		if len(p.Warnings) > 0 {
 			fmt.Fprintf(w, "  %-16s warnings: %s\n", "", counts(p.Warnings))

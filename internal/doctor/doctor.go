@@ -158,15 +158,12 @@ func (r *Report) finish() {
 	}
 }
 
+// trouble ranks programs: giving up, then crashes, then memory drains and
+// wedges, then budget warnings.
 func (p *ProgramReport) trouble() int {
-	n := p.GaveUp * 1000
-	for cause, c := range p.Exits {
-		if isCrash(cause) || cause == program.CauseRSSWatchdog || cause == program.CauseWedgeRestart {
-			n += c
-		}
-	}
+	n := p.GaveUp*1000 + p.crashes()*10 + p.Exits[program.CauseRSSWatchdog]*5 + sum(p.Wedges)*5
 	for _, c := range p.Warnings {
-		n += 10 * c
+		n += c
 	}
 	return n
 }
