@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,8 +71,40 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 	d.setInt(v, "instances", &s.Instances, d.minInstances, maxInstances)
 	d.setBool(v, "agent", &s.Agent)
 	d.setDuration(v, "turn_idle_after", &s.TurnIdleAfter, positive)
-	d.setString(v, "user", &s.User)
-	d.setString(v, "group", &s.Group)
+	if p, ok := d.setString(v, "user", &s.User); ok && s.User != "" {
+		if msg := checkAccount(s.User, false); msg != "" {
+			d.add(p, msg)
+		}
+	}
+	if p, ok := d.setString(v, "group", &s.Group); ok && s.Group != "" {
+		if msg := checkAccount(s.Group, true); msg != "" {
+			d.add(p, msg)
+		}
+	}
+}
+
+// checkAccount says what is wrong with running as user (or group) name:
+// only root may switch accounts, and the account must exist.
+func checkAccount(name string, group bool) string {
+	if uid := os.Geteuid(); uid != 0 {
+		return fmt.Sprintf("running a program as another account needs tend to run as root (it runs as uid %d)", uid)
+	}
+	var err error
+	if group {
+		if _, err = user.LookupGroup(name); err != nil {
+			_, err = user.LookupGroupId(name)
+		}
+	} else if _, err = user.Lookup(name); err != nil {
+		_, err = user.LookupId(name)
+	}
+	if err != nil {
+		what := "user"
+		if group {
+			what = "group"
+		}
+		return fmt.Sprintf("no %s %q on this machine", what, name)
+	}
+	return ""
 }
 
 // resolve makes p absolute against base.

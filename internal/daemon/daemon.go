@@ -85,8 +85,14 @@ type daemon struct {
 
 func start(cfg *program.Config, opts Options) (*daemon, error) {
 	sd := cfg.Daemon.StateDir
-	for _, dir := range []string{sd, filepath.Join(sd, "logs"), filepath.Join(sd, "audit"), filepath.Join(sd, "notify")} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The state dir and the notify dir can be traversed (not listed) by
+	// others, so a program running as another user reaches its socket.
+	for dir, mode := range map[string]os.FileMode{sd: 0o711, filepath.Join(sd, "notify"): 0o711,
+		filepath.Join(sd, "logs"): 0o700, filepath.Join(sd, "audit"): 0o700} {
+		if err := os.MkdirAll(dir, mode); err != nil {
+			return nil, fmt.Errorf("state_dir: %w", err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
 			return nil, fmt.Errorf("state_dir: %w", err)
 		}
 	}

@@ -145,7 +145,7 @@ func TestSSEResumesWithLastEventIDWithoutLossOrRepeat(t *testing.T) {
 		}
 		last = id
 	}
-	s.conn.Close() // the reader goes away...
+	s.conn.Close()           // the reader goes away...
 	for i := 0; i < 3; i++ { // ...while events happen
 		if _, err := c.Restart("w"); err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ const probeWaitDelay = time.Second
 // Probe runs an exec liveness probe through the reaper (its exit status comes
 // from the reaper like any run's) and returns nil when it exits 0 within
 // timeout. On timeout its whole group is killed.
-func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, timeout time.Duration) error {
+func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *syscall.Credential, timeout time.Duration) error {
 	null, err := nullFile()
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, timeout ti
 		return err
 	}
 	exited := make(chan reaper.Status, 1)
-	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true}}
+	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred}}
 	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, func(s reaper.Status) { exited <- s }, true)
 	pw.Close()
 	if err != nil {

@@ -82,6 +82,10 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	cred, err := Credential(req.Spec.User, req.Spec.Group)
+	if err != nil {
+		return 0, err
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -94,7 +98,7 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		// Its own session (and so its own process group, pgid == pid):
 		// stop signals reach the whole group, the process tree can be found
 		// by session, and no terminal signal of tend's reaches it.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
 	}
 	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, req.Owner, true)
 	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs

@@ -60,7 +60,11 @@ func (in *Instance) openNotify() {
 		return
 	}
 	path := filepath.Join(in.deps.NotifyDir, in.spec.Name+"-"+strconv.Itoa(in.k)+".sock")
-	sock, err := notify.Listen(path, func(m notify.Message) {
+	var opts notify.Options
+	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
+		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
+	}
+	sock, err := notify.ListenOptions(path, func(m notify.Message) {
 		select {
 		case in.notes <- m:
 		default:
@@ -68,7 +72,7 @@ func (in *Instance) openNotify() {
 				in.deps.Dropped()
 			}
 		}
-	})
+	}, opts)
 	if err != nil {
 		fmt.Fprintf(in.out, "tend: no notify socket for %s: %v\n", in.id, err)
 		return
@@ -282,7 +286,10 @@ func (in *Instance) startProbe() {
 	go func() {
 		var err error
 		if len(p.Exec) > 0 {
-			err = spawn.Probe(in.deps.Reaper, p.Exec, cwd, env, p.Timeout)
+			var cred *syscall.Credential
+			if cred, err = spawn.Credential(in.spec.User, in.spec.Group); err == nil {
+				err = spawn.Probe(in.deps.Reaper, p.Exec, cwd, env, cred, p.Timeout)
+			}
 		} else {
 			err = spawn.ProbeHTTP(p.HTTP, p.Timeout)
 		}

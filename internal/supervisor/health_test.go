@@ -281,3 +281,42 @@ func TestTurnComesFromXTendTurn(t *testing.T) {
 		return t != nil && *t
 	})
 }
+
+func TestRunsAsAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("useradd is not installed")
+	}
+	name := fmt.Sprintf("tendtest%d", os.Getpid()%100000)
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Skipf("useradd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	h := newHealthHarness(t)
+	// The other user must be able to reach its notify socket: a traversable
+	// (not listable) dir, as the daemon makes its state dir.
+	dir, err := os.MkdirTemp("", "tend-notify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o711)
+	h.mgr.deps.NotifyDir = dir
+	s := spec("asuser", "/bin/sh", "-c", `echo "uid=$(id -un)"; systemd-notify --ready --status="as $(id -un)" || echo notify failed; exec sleep 1000`)
+	s.Cwd, s.User, s.Ready = "/", name, program.ReadyNotify
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the run to say who it is", func() bool {
+		b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "asuser:0"))
+		return strings.Contains(string(b), "uid="+name)
+	})
+	if _, err := exec.LookPath("systemd-notify"); err == nil {
+		h.waitFor("READY=1 from the other user", func() bool {
+			st := h.status("asuser:0")
+			return st.State == program.StateRunning && st.StatusText == "as "+name
+		})
+	}
+}

@@ -1,0 +1,18 @@
+# tend as a container's entrypoint: a static binary, no libc needed.
+#   docker build -t tend .
+#   docker run --rm -v $PWD/examples:/etc/tend tend up -c /etc/tend/tend.toml
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/tend-sh/tend/internal/cli.Version=$(git describe --always 2>/dev/null || echo dev)" -o /out/tend ./cmd/tend
+
+# The runtime image needs only what the supervised programs need; tend itself
+# is static. Debian slim keeps /bin/sh for `shell =` programs and probes.
+FROM debian:bookworm-slim
+COPY --from=build /out/tend /usr/local/bin/tend
+# tend up is PID 1 here: it reaps every orphan and stops the fleet on SIGTERM.
+# For a single command instead of a fleet, use: ENTRYPOINT ["tend", "init", "--"]
+ENTRYPOINT ["tend"]
+CMD ["up", "-c", "/etc/tend/tend.toml"]
