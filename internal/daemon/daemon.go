@@ -26,6 +26,7 @@ import (
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/runs"
 	"github.com/tend-sh/tend/internal/supervisor"
 )
 
@@ -75,6 +76,8 @@ type daemon struct {
 	mgr           *supervisor.Manager
 	api           *api.Server
 	metrics       *metrics.Metrics
+	runs          *runs.File                      // runs.json, for the next daemon if this one dies
+	strays        sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
 	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
 	reloadMu      sync.Mutex                      // one reload at a time
@@ -88,7 +91,7 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	// The state dir and the notify dir can be traversed (not listed) by
 	// others, so a program running as another user reaches its socket.
 	for dir, mode := range map[string]os.FileMode{sd: 0o711, filepath.Join(sd, "notify"): 0o711,
-		filepath.Join(sd, "logs"): 0o700, filepath.Join(sd, "audit"): 0o700} {
+		filepath.Join(sd, "logs"): 0o700, filepath.Join(sd, "audit"): 0o700, filepath.Join(sd, "fifo"): 0o700} {
 		if err := os.MkdirAll(dir, mode); err != nil {
 			return nil, fmt.Errorf("state_dir: %w", err)
 		}
@@ -124,6 +127,7 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
+		FIFODir:  filepath.Join(sd, "fifo"), Record: d.record,
 	}, d.broker.Forget)
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
 	d.metrics = metrics.New(metrics.Source{
@@ -146,6 +150,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	d.openRuns() // before the API: an added program records its runs
 	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
@@ -155,6 +160,7 @@ func (d *daemon) serve(ctx context.Context) error {
 			d.note("adding %s: %v", spec.Name, err)
 		}
 	}
+	d.settleAdoptions()
 	var err error
 loop:
 	for {
@@ -187,7 +193,9 @@ func (d *daemon) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
 	err := d.mgr.Shutdown(ctx)
+	d.strays.Wait()
 	killStragglers(d.reaper)
+	d.runs.Close()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopped, PID: os.Getpid()}})
 	select { // let the printer show the last lines
 	case <-d.printer:

@@ -30,6 +30,7 @@ type Exit struct {
 	Signal    syscall.Signal // valid when Signaled is true
 	Signaled  bool
 	SpawnErr  error // the run never launched (ENOENT, EACCES, bad cwd)
+	Unknown   bool  // the run ended but its status could not be read (adopted from an earlier daemon)
 	MaxRSS    int64 // peak resident set in bytes, from the reaped rusage
 	StartedAt time.Time
 	EndedAt   time.Time
@@ -40,7 +41,7 @@ func (e Exit) Duration() time.Duration { return e.EndedAt.Sub(e.StartedAt) }
 
 // CodePtr is the exit code for JSON: nil when the run was signalled or never ran.
 func (e Exit) CodePtr() *int {
-	if e.Signaled || e.SpawnErr != nil {
+	if e.Signaled || e.SpawnErr != nil || e.Unknown {
 		return nil
 	}
 	c := e.Code

@@ -37,6 +37,9 @@ type Status struct {
 	MaxRSS int64     // peak resident set in bytes (the child and its reaped descendants)
 	At     time.Time // when the reaper collected it
 	Woke   time.Time // when the SIGCHLD (or tick) that led to it woke the reaper
+	// Adopted is set for a run an earlier daemon started: it ended, but its
+	// status went to its real parent and Wait says nothing.
+	Adopted bool
 }
 
 // Owner receives a registered child's Status on the reaper's goroutine. It
@@ -46,7 +49,9 @@ type Owner func(Status)
 // route is where a registered pid's exit goes.
 type route struct {
 	owner     Owner
-	killGroup bool // SIGKILL the rest of its process group when it exits
+	killGroup bool     // SIGKILL the rest of its process group when it exits
+	pidfd     *os.File // an adopted run (not our child): its exit comes through this
+	pidfdN    int      // pidfd's descriptor, valid while the route exists
 }
 
 // Reaper owns wait4 for the whole process. Create one per process.
@@ -140,8 +145,12 @@ var ErrGone = errors.New("process already reaped")
 func (r *Reaper) Signal(pid int, sig syscall.Signal, group bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.routes[pid]; !ok {
+	rt, ok := r.routes[pid]
+	if !ok {
 		return ErrGone
+	}
+	if rt.pidfd != nil {
+		return signalAdoptedLocked(pid, rt.pidfdN, sig, group)
 	}
 	target := pid
 	if group {

@@ -80,7 +80,7 @@ func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now ti
 		d.GaveUp = &program.GaveUp{CrashCount: h.CrashCount, Max: s.HardMaxCrashes}
 	case intent == IntentRSSDrain || exitedWith(end, s.RSSExitCode):
 		decideRSS(s, h, now, &d)
-	case intent == IntentNone && end.SpawnErr == nil && !end.Signaled && s.IsCleanCode(end.Code):
+	case intent == IntentNone && hasCode(end) && s.IsCleanCode(end.Code):
 		decideClean(s, h, now, &d)
 	default:
 		decideCrash(s, h, end, rnd, &d)
@@ -189,6 +189,8 @@ func Cause(s *program.Spec, end program.Exit, intent Intent) string {
 		return program.CauseStartTimeout
 	}
 	switch {
+	case end.Unknown:
+		return program.CauseUnknown // an adopted run: its status went to another parent
 	case end.SpawnErr != nil:
 		return program.CauseSpawnFailed
 	case end.Signaled && end.Signal == syscall.SIGKILL:
@@ -207,10 +209,11 @@ func Cause(s *program.Spec, end program.Exit, intent Intent) string {
 	return program.CauseUnknown
 }
 
-func exitedWith(end program.Exit, code int) bool {
-	return end.SpawnErr == nil && !end.Signaled && end.Code == code
-}
+// hasCode reports whether the run exited with a readable code.
+func hasCode(end program.Exit) bool { return end.SpawnErr == nil && !end.Signaled && !end.Unknown }
+
+func exitedWith(end program.Exit, code int) bool { return hasCode(end) && end.Code == code }
 
 func fatalCode(s *program.Spec, end program.Exit) bool {
-	return end.SpawnErr == nil && !end.Signaled && s.IsFatalCode(end.Code)
+	return hasCode(end) && s.IsFatalCode(end.Code)
 }

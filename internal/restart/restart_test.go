@@ -328,3 +328,16 @@ func TestBudgetsArePerHistory(t *testing.T) {
 		t.Fatal("b's first clean exit must not see a's")
 	}
 }
+
+func TestAdoptedRunsEndAsUnknownCrashes(t *testing.T) {
+	s := spec()
+	var h History
+	d := Decide(s, &h, program.Exit{Unknown: true, Code: 0, StartedAt: t0, EndedAt: t0.Add(time.Second)}, IntentNone, t0, nil)
+	if d.Cause != program.CauseUnknown || d.Row != 4 || d.CrashCount != 1 {
+		t.Errorf("adopted run's end: %+v", d)
+	}
+	d = Decide(s, &h, program.Exit{Unknown: true}, IntentOperatorRestart, t0, nil)
+	if d.Cause != program.CauseOperatorRestart || d.Row != 1 {
+		t.Errorf("adopted run restarted by the operator: %+v", d)
+	}
+}

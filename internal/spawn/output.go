@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -19,14 +20,18 @@ import (
 // the idle-output watchdog and the agent turn tracker read.
 type Output struct {
 	path string
+	fifo string             // the runs' stdout and stderr; "" = an anonymous pipe per run
 	log  *lumberjack.Logger // has its own lock; written by the current run's copier
 	last atomic.Int64       // unix nanos of the last byte; 0 = never
 }
 
 // NewOutput opens (lazily) the log file at path with the rotation limits.
-func NewOutput(path string, l program.Logs) *Output {
+// With fifo set, runs write into that named pipe, which outlives the daemon:
+// a run holds it open read-write, so it never gets SIGPIPE while no daemon
+// reads, and the next daemon reopens it (Attach) and reads on.
+func NewOutput(path, fifo string, l program.Logs) *Output {
 	mb := int((l.MaxSize + (1<<20 - 1)) >> 20) // lumberjack counts whole megabytes
-	return &Output{path: path, log: &lumberjack.Logger{
+	return &Output{path: path, fifo: fifo, log: &lumberjack.Logger{
 		Filename:   path,
 		MaxSize:    max(mb, 1),
 		MaxBackups: l.MaxFiles,
@@ -52,6 +57,64 @@ func (o *Output) Write(p []byte) (int, error) {
 
 // Close closes the log file.
 func (o *Output) Close() error { return o.log.Close() }
+
+// openRun returns the write end for a new run's stdout and stderr and starts
+// copying what arrives into the log. The caller closes its copy once the
+// child has its own.
+func (o *Output) openRun() (*os.File, error) {
+	if o.fifo == "" {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		go o.copyFrom(pr)
+		return pw, nil
+	}
+	if err := o.makeFIFO(); err != nil {
+		return nil, err
+	}
+	pr, err := os.OpenFile(o.fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Read-write: opening never blocks, and the run itself then counts as
+	// a reader, so its writes never raise SIGPIPE without a daemon.
+	pw, err := os.OpenFile(o.fifo, os.O_RDWR, 0)
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	go o.copyFrom(pr)
+	return pw, nil
+}
+
+// Attach reads on from the FIFO of a run adopted from an earlier daemon.
+func (o *Output) Attach() error {
+	if o.fifo == "" {
+		return nil
+	}
+	pr, err := os.OpenFile(o.fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	go o.copyFrom(pr)
+	return nil
+}
+
+// makeFIFO creates the named pipe, replacing anything else at its path.
+func (o *Output) makeFIFO() error {
+	st, err := os.Lstat(o.fifo)
+	if err == nil && st.Mode()&os.ModeNamedPipe != 0 {
+		return nil
+	}
+	if err == nil {
+		os.Remove(o.fifo)
+	}
+	if err := syscall.Mkfifo(o.fifo, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("mkfifo %s: %w", o.fifo, err)
+	}
+	return nil
+}
 
 // bufPool lends read buffers only while bytes are ready: an idle instance
 // holds none, which keeps a thousand quiet pipes cheap.

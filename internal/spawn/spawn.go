@@ -86,7 +86,7 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pr, pw, err := os.Pipe()
+	pw, err := req.Out.openRun()
 	if err != nil {
 		return 0, err
 	}
@@ -103,7 +103,6 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, req.Owner, true)
 	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs
 	if err != nil {
-		pr.Close()
 		if req.Spec.Cwd != "" {
 			if _, serr := os.Stat(req.Spec.Cwd); serr != nil {
 				return 0, fmt.Errorf("cwd %s: %w", req.Spec.Cwd, serr)
@@ -111,7 +110,6 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		}
 		return 0, fmt.Errorf("exec %s: %w", path, err)
 	}
-	go req.Out.copyFrom(pr)
 	return pid, nil
 }
 

@@ -29,9 +29,13 @@ type Deps struct {
 	Rand      func() float64         // backoff jitter source in [0,1)
 	LogDir    string                 // state_dir/logs
 	NotifyDir string                 // where notify sockets go; "" = no notify sockets
-	Tree      Tree                   // reads a run's tree RSS for max_rss; nil = no memory watchdog
-	Dropped   func()                 // counts a notify message dropped because the instance was busy
-	Detected  func(time.Duration)    // observes each exit's detection latency: reaper wake-up to exited event
+	FIFODir   string                 // where the runs' output FIFOs go; "" = anonymous pipes
+	// Record is told of every run put in place (and pid 0 when none is), so
+	// a later daemon can adopt what this one leaves running.
+	Record   func(id string, pid, run int, started time.Time)
+	Tree     Tree                // reads a run's tree RSS for max_rss; nil = no memory watchdog
+	Dropped  func()              // counts a notify message dropped because the instance was busy
+	Detected func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
 }
 
 // Tree reads the summed RSS of a run's process tree (package proctree).
@@ -87,6 +91,7 @@ type Instance struct {
 	waiters   []chan struct{} // stop and remove replies, due once the instance is at rest
 	replies   []chan struct{} // due after the next report, so a caller sees the new state
 	removing  bool
+	adopted   bool      // took over a run of an earlier daemon at creation
 	woke      time.Time // when the reaper woke for the exit being handled
 
 	health // notify messages, readiness, the wedge and memory watchdogs
@@ -100,11 +105,20 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		exits: make(chan reaper.Status, 2),
 		done:  make(chan struct{}),
 		env:   spawn.Env(spec, k),
-		out:   spawn.NewOutput(LogPath(deps.LogDir, id), spec.Logs),
+		out:   spawn.NewOutput(LogPath(deps.LogDir, id), fifoPath(deps.FIFODir, id), spec.Logs),
 		state: program.StateStopped,
 	}
 	in.openNotify()
 	return in
+}
+
+// fifoPath is the named pipe of an instance's runs in dir ("" = none).
+func fifoPath(dir, id string) string {
+	if dir == "" {
+		return ""
+	}
+	name, k, _ := program.SplitID(id)
+	return filepath.Join(dir, name+"-"+strconv.Itoa(k))
 }
 
 // LogPath is where instance id's output goes: NAME-K.log in dir.
@@ -263,6 +277,7 @@ func (in *Instance) spawn() {
 	in.runs++
 	in.cur = &run{pid: pid, n: in.runs, started: now}
 	in.state = program.StateRunning
+	in.record()
 	in.publish(program.KindSpawned, &program.Spawned{PID: pid, Run: in.runs})
 	in.startHealth(now)
 }
@@ -273,10 +288,13 @@ func (in *Instance) onExit(st reaper.Status) {
 		return // cannot happen: the reaper routes only this instance's runs
 	}
 	in.cur = nil
+	in.record()
 	in.disarm()
 	in.stopHealth()
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: in.now()}
-	if st.Wait.Signaled() {
+	if st.Adopted {
+		ex.Unknown = true
+	} else if st.Wait.Signaled() {
 		ex.Signaled, ex.Signal = true, st.Wait.Signal()
 	} else {
 		ex.Code = st.Wait.ExitStatus()

@@ -20,9 +20,11 @@ type Manager struct {
 	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
 	trackIDs []string   // the list last published; guarded by trackMu
 
-	mu     sync.Mutex        // guards progs and closed
-	progs  map[string]*group // by program name
-	closed bool              // shutting down: no more additions
+	mu      sync.Mutex          // guards progs, closed, adopt and adopted
+	progs   map[string]*group   // by program name
+	closed  bool                // shutting down: no more additions
+	adopt   map[string]Adoption // runs of an earlier daemon not yet claimed, by instance id
+	adopted int                 // runs taken over
 }
 
 // group is one program's instances.
@@ -53,11 +55,15 @@ func (m *Manager) Add(spec program.Spec) ([]string, error) {
 	m.growLocked(g, spec.Instances)
 	m.progs[spec.Name] = g
 	insts := slices.Clone(g.insts)
+	var starts []*Instance
+	for _, in := range insts {
+		if !in.adopted && spec.Autostart {
+			starts = append(starts, in)
+		}
+	}
 	m.mu.Unlock()
 	m.trackedChanged()
-	if spec.Autostart {
-		_ = waitAll(context.Background(), sendAll(insts, cmdStart)) // a start replies at once
-	}
+	_ = waitAll(context.Background(), sendAll(starts, cmdStart)) // a start replies at once
 	return idsOf(insts), nil
 }
 
@@ -65,6 +71,10 @@ func (m *Manager) Add(spec program.Spec) ([]string, error) {
 func (m *Manager) growLocked(g *group, n int) {
 	for k := len(g.insts); k < n; k++ {
 		in := newInstance(g.spec, k, m.deps)
+		if a, ok := m.claimLocked(in.id); ok && in.adoptRun(a) {
+			in.adopted = true
+			m.adopted++
+		}
 		in.report() // the broker knows it before anyone can ask for it
 		go in.loop()
 		g.insts = append(g.insts, in)
@@ -264,7 +274,7 @@ func (m *Manager) rescale(ctx context.Context, name string, n int) error {
 	}
 	m.mu.Unlock()
 	if spec.Autostart {
-		_ = waitAll(context.Background(), sendAll(added, cmdStart))
+		_ = waitAll(context.Background(), sendAll(added, cmdStart)) // an adopted one is running: a no-op
 	}
 	err := m.retire(ctx, extra)
 	m.trackedChanged()

@@ -1,0 +1,88 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/reaper"
+)
+
+// Adoption is a run an earlier daemon started and left running.
+type Adoption struct {
+	PID        int
+	StartTicks uint64 // /proc/PID/stat field 22, recorded at its spawn
+	Run        int
+	StartedAt  time.Time
+}
+
+// SetAdoptions hands the manager the runs to adopt, by instance id: an
+// instance created for one of those ids takes over the run instead of
+// starting a new one. It returns nothing; Adopted says how it went.
+func (m *Manager) SetAdoptions(a map[string]Adoption) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.adopt = a
+}
+
+// Unclaimed returns (and forgets) the adoptions no instance took: runs of
+// programs that are no longer configured.
+func (m *Manager) Unclaimed() map[string]Adoption {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a := m.adopt
+	m.adopt = nil
+	return a
+}
+
+// Adopted is how many runs instances have taken over.
+func (m *Manager) Adopted() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.adopted
+}
+
+// claimLocked takes the adoption for id, if any.
+func (m *Manager) claimLocked(id string) (Adoption, bool) {
+	a, ok := m.adopt[id]
+	if ok {
+		delete(m.adopt, id)
+	}
+	return a, ok
+}
+
+// adoptRun takes over a recorded run: the reaper watches it through a pidfd
+// (after checking it is still the recorded process), its output FIFO is
+// read again, and its watchdogs start over. False if it cannot be verified:
+// then it is left alone, never signalled, and the instance starts afresh.
+func (in *Instance) adoptRun(a Adoption) bool {
+	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, func(s reaper.Status) { in.exits <- s })
+	if err != nil {
+		return false
+	}
+	in.runs = a.Run
+	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt}
+	in.state = program.StateRunning
+	if err := in.out.Attach(); err != nil {
+		in.out.Write([]byte("tend: cannot read the adopted run's output: " + err.Error() + "\n"))
+	}
+	in.startHealth(in.now())
+	in.state, in.r.ready = program.StateRunning, true // it was started (and ready) before
+	if in.startT != nil {
+		in.startT.Stop()
+		in.startT = nil
+	}
+	in.record()
+	return true
+}
+
+// record tells the daemon which run is in place (pid 0: none).
+func (in *Instance) record() {
+	if in.deps.Record == nil {
+		return
+	}
+	if r := in.cur; r != nil {
+		in.deps.Record(in.id, r.pid, r.n, r.started)
+	} else {
+		in.deps.Record(in.id, 0, 0, time.Time{})
+	}
+}
