@@ -14,10 +14,11 @@ const module = "github.com/tend-sh/tend/"
 
 // TestDeps keeps the CLI from linking the daemon's internals (as
 // tailscale's TestDeps does): the cli package imports from tend only the
-// client, the vocabulary, config (to find the socket) and daemon (for up);
+// client, the vocabulary, config (to find the socket), daemon (for up) and
+// initproc (for init, which is PID 1 itself);
 // the client imports only the vocabulary, all the way down.
 func TestDeps(t *testing.T) {
-	allowed := []string{"internal/client", "internal/program", "internal/config", "internal/daemon"}
+	allowed := []string{"internal/client", "internal/program", "internal/config", "internal/daemon", "internal/initproc"}
 	for _, imp := range moduleImports(t, ".") {
 		if !slices.Contains(allowed, imp) {
 			t.Errorf("internal/cli imports %s; it may import only %v", imp, allowed)
@@ -31,7 +32,7 @@ func TestDeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for imp, only := range map[string]string{"internal/config": "config.go", "internal/daemon": "up.go"} {
+	for imp, only := range map[string]string{"internal/config": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go"} {
 		for _, f := range pkg.GoFiles {
 			if f != only && fileImports(t, f, module+imp) {
 				t.Errorf("%s imports %s; only %s should", f, imp, only)

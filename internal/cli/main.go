@@ -86,8 +86,8 @@ func (e *env) rootCmd() *cobra.Command {
 		e.upCmd(), e.psCmd(), e.statusCmd(),
 		e.startCmd(), e.stopCmd(), e.restartCmd(),
 		e.addCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
-		e.reloadCmd(), e.downCmd(), e.versionCmd(),
-		e.waitCmd(), e.doctorCmd(),
+		e.reloadCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
+		e.waitCmd(), e.doctorCmd(), e.initCmd(),
 	)
 	return root
 }
@@ -113,6 +113,10 @@ func (c configError) Error() string { return c.msg }
 
 // report prints err and returns the exit status it means.
 func (e *env) report(cmd *cobra.Command, err error) int {
+	var es exitStatus
+	if errors.As(err, &es) {
+		return int(es) // tend init: the child's status, already explained by the child
+	}
 	if !e.ran {
 		err = usageError{err}
 	}
