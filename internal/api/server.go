@@ -44,6 +44,10 @@ type Server struct {
 	keepalive time.Duration // SSE comment interval
 	poll      time.Duration // log follow polling interval
 
+	// login holds the one-time codes and sessions of the TCP access
+	// layer (access.go); it guards itself.
+	login logins
+
 	mu      sync.Mutex     // guards servers and closed
 	servers []*http.Server // one per Serve call
 	closed  bool

@@ -154,6 +154,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
+	stopHTTP, err := d.serveHTTP()
+	if err != nil {
+		return errors.Join(err, d.stop())
+	}
+	defer stopHTTP()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
 	for _, spec := range d.cfg.Programs {
 		if _, err := d.mgr.Add(spec); err != nil {
@@ -161,7 +166,6 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
-	var err error
 loop:
 	for {
 		select {

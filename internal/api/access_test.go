@@ -1,0 +1,403 @@
+package api
+
+// The TCP access layer, over a real TCP listener. These tests sit inside
+// package api (apitest imports api, so they cannot use it) to move the login
+// clock; a small stub stands in for the daemon.
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+const testToken = "0123456789abcdef0123456789abcdef"
+
+// stubBackend answers List and Status with one instance and records
+// restarts; other methods are not called by these tests.
+type stubBackend struct {
+	Backend // nil: an unexpected call panics
+
+	mu       sync.Mutex // guards restarts
+	restarts []string
+}
+
+func (b *stubBackend) List(bool) []program.Status {
+	return []program.Status{{ID: "web:0", Program: "web", State: program.StateRunning}}
+}
+
+func (b *stubBackend) Status(id string) (program.Status, error) {
+	if id != "web:0" {
+		return program.Status{}, program.ErrNotFound
+	}
+	return b.List(false)[0], nil
+}
+
+func (b *stubBackend) Restart(sel string) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.restarts = append(b.restarts, sel)
+	return []string{"web:0"}, nil
+}
+
+func (b *stubBackend) ParseProgram([]byte) (program.Spec, error) {
+	return program.Spec{}, program.ErrInvalid
+}
+
+func (b *stubBackend) Restarts() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.restarts)
+}
+
+// stubEvents has no events; a subscription stays open until closed.
+type stubEvents struct{}
+
+func (stubEvents) Since(uint64, int) ([]program.Event, error) { return nil, nil }
+func (stubEvents) Subscribe(uint64) Subscription {
+	return &stubSub{c: make(chan program.Event)}
+}
+
+type stubSub struct {
+	c    chan program.Event
+	once sync.Once
+}
+
+func (s *stubSub) C() <-chan program.Event { return s.c }
+func (s *stubSub) CutOff() bool            { return false }
+func (s *stubSub) Close()                  { s.once.Do(func() { close(s.c) }) }
+
+// tcpFixture is a Server on a real TCP port.
+type tcpFixture struct {
+	srv  *Server
+	b    *stubBackend
+	base string // http://127.0.0.1:PORT
+	addr string
+	hc   *http.Client // does not follow redirects
+	errc chan error   // ServeTCP's result
+	now  time.Time    // the login clock, moved by advance; guarded by srv.login.mu
+}
+
+func newTCP(t *testing.T) *tcpFixture {
+	t.Helper()
+	f := &tcpFixture{b: &stubBackend{}, errc: make(chan error, 1), now: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	f.srv = New(f.b, stubEvents{}, Options{Version: "test"})
+	f.srv.keepalive = 20 * time.Millisecond
+	f.srv.login.now = func() time.Time { return f.now } // read under login.mu
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = l.Addr().String()
+	f.base = "http://" + f.addr
+	f.hc = &http.Client{
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	go func() { f.errc <- f.srv.ServeTCP(l, testToken) }()
+	t.Cleanup(func() {
+		f.srv.Close()
+		if err := <-f.errc; err != nil {
+			t.Errorf("ServeTCP: %v", err)
+		}
+	})
+	return f
+}
+
+func (f *tcpFixture) advance(d time.Duration) {
+	f.srv.login.mu.Lock()
+	f.now = f.now.Add(d)
+	f.srv.login.mu.Unlock()
+}
+
+// reply is a response read whole.
+type reply struct {
+	code int
+	hdr  http.Header
+	body string
+}
+
+// do sends a request; hdr are header name/value pairs.
+func (f *tcpFixture) do(t *testing.T, method, path string, body io.Reader, hdr ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, f.base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// jsonError checks that r is a JSON error answer with code.
+func jsonError(t *testing.T, what string, r reply, code int) {
+	t.Helper()
+	var body struct {
+		Error string `json:"error"`
+	}
+	if r.code != code || json.Unmarshal([]byte(r.body), &body) != nil || body.Error == "" {
+		t.Errorf("%s: %d %q, want %d with a JSON error", what, r.code, r.body, code)
+	}
+}
+
+// login exchanges a fresh code for a session cookie.
+func (f *tcpFixture) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	r := f.do(t, "GET", "/login?code="+url.QueryEscape(f.srv.LoginCode()), nil)
+	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/" {
+		t.Fatalf("login: %d Location=%q, want 303 to /", r.code, r.hdr.Get("Location"))
+	}
+	for _, c := range (&http.Response{Header: r.hdr}).Cookies() {
+		if c.Name == sessionCookie {
+			return c
+		}
+	}
+	t.Fatalf("login set no %s cookie: %v", sessionCookie, r.hdr["Set-Cookie"])
+	return nil
+}
+
+func TestTCPToken(t *testing.T) {
+	f := newTCP(t)
+	jsonError(t, "no token", f.do(t, "GET", "/v1/status", nil), 401)
+	jsonError(t, "wrong token", f.do(t, "GET", "/v1/status", nil, "Authorization", "Bearer "+strings.Repeat("0", len(testToken))), 401)
+	jsonError(t, "a prefix of the token", f.do(t, "GET", "/v1/status", nil, "Authorization", "Bearer "+testToken[:8]), 401)
+	jsonError(t, "not a bearer token", f.do(t, "GET", "/v1/status", nil, "Authorization", "Basic "+testToken), 401)
+	if r := f.do(t, "GET", "/v1/status", nil); r.hdr.Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+	for _, auth := range []string{"Bearer " + testToken, "bearer " + testToken} {
+		r := f.do(t, "GET", "/v1/status", nil, "Authorization", auth)
+		if r.code != 200 || !strings.Contains(r.body, `"web:0"`) {
+			t.Errorf("%q: %d %s, want 200 with the list", auth, r.code, r.body)
+		}
+	}
+	// An unknown path is refused before it is looked up.
+	jsonError(t, "unknown path without token", f.do(t, "GET", "/v1/nothing", nil), 401)
+	jsonError(t, "unknown path with token", f.do(t, "GET", "/v1/nothing", nil, "Authorization", "Bearer "+testToken), 404)
+}
+
+func TestTCPHealthzOpen(t *testing.T) {
+	f := newTCP(t)
+	r := f.do(t, "GET", "/healthz", nil)
+	if r.code != 200 || !strings.Contains(r.body, `"ok":true`) {
+		t.Errorf("healthz: %d %s", r.code, r.body)
+	}
+	if r.hdr.Get("X-Content-Type-Options") != "nosniff" || r.hdr.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("healthz headers: %v", r.hdr)
+	}
+	// Only healthz: a wrong token on it does not matter, but nothing else is open.
+	if r := f.do(t, "GET", "/metrics", nil); r.code != 401 {
+		t.Errorf("/metrics without token: %d, want 401", r.code)
+	}
+}
+
+func TestTCPLoginCookie(t *testing.T) {
+	f := newTCP(t)
+	code := f.srv.LoginCode()
+	r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
+	if r.code != 303 || r.hdr.Get("Location") != "/" {
+		t.Fatalf("login: %d %v", r.code, r.hdr)
+	}
+	set := r.hdr.Get("Set-Cookie")
+	for _, want := range []string{sessionCookie + "=", "Path=/", "HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(set, want) {
+			t.Errorf("Set-Cookie %q lacks %q", set, want)
+		}
+	}
+	c := (&http.Response{Header: r.hdr}).Cookies()[0]
+	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String()); r.code != 200 {
+		t.Errorf("with the session cookie: %d %s", r.code, r.body)
+	}
+	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", sessionCookie+"=forged"); r.code != 401 {
+		t.Errorf("forged cookie: %d, want 401", r.code)
+	}
+
+	// The code works once.
+	r = f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
+	if r.code != 401 || !strings.Contains(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") {
+		t.Errorf("reused code: %d %q", r.code, r.body)
+	}
+	if r.hdr.Get("Set-Cookie") != "" {
+		t.Error("a reused code set a cookie")
+	}
+	// ... unless the browser is logged in already (a reloaded login tab).
+	if r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil, "Cookie", c.String()); r.code != 303 {
+		t.Errorf("reused code with a live session: %d, want 303", r.code)
+	}
+	if r := f.do(t, "GET", "/login", nil); r.code != 401 {
+		t.Errorf("no code: %d, want 401", r.code)
+	}
+	if r := f.do(t, "HEAD", "/login?code="+url.QueryEscape(f.srv.LoginCode()), nil); r.code != 405 {
+		t.Errorf("HEAD /login: %d, want 405", r.code)
+	}
+}
+
+func TestTCPLoginExpiry(t *testing.T) {
+	f := newTCP(t)
+	code := f.srv.LoginCode()
+	f.advance(codeTTL)
+	if r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil); r.code != 401 {
+		t.Errorf("code after %v: %d, want 401", codeTTL, r.code)
+	}
+
+	c := f.login(t)
+	f.advance(sessionTTL - time.Minute)
+	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String()); r.code != 200 {
+		t.Errorf("session near its end: %d, want 200", r.code)
+	}
+	f.advance(time.Minute)
+	r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String())
+	jsonError(t, "expired session", r, 401)
+	if !strings.Contains(r.body, "tend dashboard") {
+		t.Errorf("expired session answer %q does not say how to log in again", r.body)
+	}
+}
+
+func TestTCPOriginCheck(t *testing.T) {
+	f := newTCP(t)
+	c := f.login(t)
+	const restart = "/v1/programs/web:0/restart"
+	jsonError(t, "cross-origin POST", f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", "http://evil.example"), 403)
+	jsonError(t, "POST without Origin", f.do(t, "POST", restart, nil, "Cookie", c.String()), 403)
+	jsonError(t, "POST from another port", f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", "http://127.0.0.1:1"), 403)
+	if got := f.b.Restarts(); len(got) != 0 {
+		t.Fatalf("refused requests reached the backend: %v", got)
+	}
+	if r := f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", f.base); r.code != 200 {
+		t.Errorf("same-origin POST: %d %s", r.code, r.body)
+	}
+	// The CLI and scripts use the token and send no Origin.
+	if r := f.do(t, "POST", restart, nil, "Authorization", "Bearer "+testToken); r.code != 200 {
+		t.Errorf("token POST: %d %s", r.code, r.body)
+	}
+	// Reads need no Origin.
+	if r := f.do(t, "GET", "/v1/status/web:0", nil, "Cookie", c.String()); r.code != 200 {
+		t.Errorf("cookie GET: %d %s", r.code, r.body)
+	}
+	if got := f.b.Restarts(); !slices.Equal(got, []string{"web:0", "web:0"}) {
+		t.Errorf("restarts = %v, want two", got)
+	}
+}
+
+func TestTCPBodyCap(t *testing.T) {
+	f := newTCP(t)
+	big := strings.Repeat("x", maxBody+1)
+	jsonError(t, "oversized body", f.do(t, "POST", "/v1/programs", strings.NewReader(big), "Authorization", "Bearer "+testToken), 413)
+	// Without a Content-Length (chunked) the cap still holds while reading.
+	jsonError(t, "oversized chunked body", f.do(t, "POST", "/v1/programs", io.MultiReader(strings.NewReader(big)), "Authorization", "Bearer "+testToken), 413)
+	jsonError(t, "small body", f.do(t, "POST", "/v1/programs", strings.NewReader("{}"), "Authorization", "Bearer "+testToken), 400)
+}
+
+func TestTCPUnauthenticatedPage(t *testing.T) {
+	f := newTCP(t)
+	r := f.do(t, "GET", "/", nil, "Accept", "text/html")
+	if r.code != 401 || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") {
+		t.Errorf("GET / without login: %d %q %q", r.code, r.hdr.Get("Content-Type"), r.body)
+	}
+	// An EventSource or fetch to the API gets JSON.
+	jsonError(t, "events without login", f.do(t, "GET", "/v1/events", nil, "Accept", "text/event-stream"), 401)
+}
+
+func TestDashboardLogin(t *testing.T) {
+	f := newTCP(t)
+	f.srv.EnableDashboardLogin("0.0.0.0:" + strings.Split(f.addr, ":")[1])
+	f.srv.EnableDashboardLogin(f.addr) // a second call changes nothing
+
+	// Over the trusted transport (the handler the unix socket serves).
+	rec := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", dashboardLoginPath, nil))
+	var got loginBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
+		t.Fatalf("POST %s: %d %s", dashboardLoginPath, rec.Code, rec.Body.String())
+	}
+	if want := f.base + "/login?code=" + got.Code; got.URL != want {
+		t.Errorf("url = %q, want %q", got.URL, want)
+	}
+	if d := got.ExpiresAt.Sub(f.now); d != codeTTL {
+		t.Errorf("expires_at is %v after now, want %v", d, codeTTL)
+	}
+	r := f.do(t, "GET", strings.TrimPrefix(got.URL, f.base), nil)
+	if r.code != 303 {
+		t.Errorf("the URL's code: %d, want 303", r.code)
+	}
+
+	// Over TCP the route does not exist, token or not.
+	jsonError(t, "login route over TCP", f.do(t, "POST", dashboardLoginPath, nil, "Authorization", "Bearer "+testToken), 404)
+	jsonError(t, "login route over TCP, unclean path", f.do(t, "POST", "/v1/x/.."+dashboardLoginPath[3:], nil, "Authorization", "Bearer "+testToken), 404)
+}
+
+func TestBrowserHost(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:7070": "127.0.0.1:7070",
+		"0.0.0.0:7070":   "127.0.0.1:7070",
+		"[::]:7070":      "127.0.0.1:7070",
+		":7070":          "127.0.0.1:7070",
+		"[::1]:7070":     "[::1]:7070",
+		"host.lan:80":    "host.lan:80",
+	} {
+		if got := browserHost(addr); got != want {
+			t.Errorf("browserHost(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// Close ends the TCP listener and its streams at once.
+func TestTCPCloseEndsStreams(t *testing.T) {
+	f := newTCP(t)
+	req, _ := http.NewRequest("GET", f.base+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("events: %d", resp.StatusCode)
+	}
+	closed := make(chan struct{})
+	go func() {
+		f.srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung on an open event stream")
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Logf("stream ended with %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", f.addr, time.Second); err == nil {
+		t.Error("the TCP listener still accepts after Close")
+	}
+}
+
+func TestServeTCPNeedsToken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := New(&stubBackend{}, stubEvents{}, Options{}).ServeTCP(l, ""); err == nil {
+		t.Error("ServeTCP with an empty token served")
+	}
+}
