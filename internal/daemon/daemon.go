@@ -160,9 +160,10 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	defer stopHTTP()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
-	for _, spec := range d.cfg.Programs {
-		if _, err := d.mgr.Add(spec); err != nil {
-			d.note("adding %s: %v", spec.Name, err)
+	_, errs := d.mgr.AddAll(d.cfg.Programs)
+	for i, err := range errs {
+		if err != nil {
+			d.note("adding %s: %v", d.cfg.Programs[i].Name, err)
 		}
 	}
 	d.settleAdoptions()

@@ -42,29 +42,41 @@ func NewManager(deps Deps, forget func(id string)) *Manager {
 // Add registers a program, starts its instances if it autostarts, and
 // returns their ids.
 func (m *Manager) Add(spec program.Spec) ([]string, error) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, program.ErrStopping
-	}
-	if _, ok := m.progs[spec.Name]; ok {
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
-	}
-	g := &group{spec: &spec}
-	m.growLocked(g, spec.Instances)
-	m.progs[spec.Name] = g
-	insts := slices.Clone(g.insts)
+	ids, errs := m.AddAll([]program.Spec{spec})
+	return ids, errs[0]
+}
+
+// AddAll registers programs together: one tracked_changed for all of them
+// (a thousand programs at start-up must not publish a thousand growing id
+// lists), then their starts. errs[i] is the error of specs[i].
+func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
+	errs = make([]error, len(specs))
 	var starts []*Instance
-	for _, in := range insts {
-		if !in.adopted && spec.Autostart {
-			starts = append(starts, in)
+	m.mu.Lock()
+	for i := range specs {
+		spec := specs[i]
+		if m.closed {
+			errs[i] = program.ErrStopping
+			continue
+		}
+		if _, ok := m.progs[spec.Name]; ok {
+			errs[i] = fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
+			continue
+		}
+		g := &group{spec: &spec}
+		m.growLocked(g, spec.Instances)
+		m.progs[spec.Name] = g
+		for _, in := range g.insts {
+			ids = append(ids, in.id)
+			if !in.adopted && spec.Autostart {
+				starts = append(starts, in)
+			}
 		}
 	}
 	m.mu.Unlock()
 	m.trackedChanged()
 	_ = waitAll(context.Background(), sendAll(starts, cmdStart)) // a start replies at once
-	return idsOf(insts), nil
+	return ids, errs
 }
 
 // growLocked adds instances to g until it has n.
@@ -196,6 +208,7 @@ type Diff struct {
 // retires instances without touching the others.
 func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error) {
 	var d Diff
+	var added []program.Spec
 	want := map[string]bool{}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(specs)+len(m.IDs())+1)
@@ -206,9 +219,7 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 		switch {
 		case !ok:
 			d.Added = append(d.Added, spec.Name)
-			if _, err := m.Add(spec); err != nil {
-				errs <- err
-			}
+			added = append(added, spec)
 		case reflect.DeepEqual(*old, spec):
 			d.Unchanged = append(d.Unchanged, spec.Name)
 		case onlyInstancesDiffer(*old, spec):
@@ -217,6 +228,11 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 		default:
 			d.Changed = append(d.Changed, spec.Name)
 			wg.Go(func() { errs <- m.replace(ctx, spec) })
+		}
+	}
+	if _, addErrs := m.AddAll(added); len(added) > 0 {
+		for _, err := range addErrs {
+			errs <- err
 		}
 	}
 	m.mu.Lock()
