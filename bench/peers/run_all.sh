@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Run every measurement sequentially (never two at once: 2-core machine) and
+# render RESULTS.md.  Results land in results/<UTC timestamp>/.
+# Env knobs: TOOLS, SCALE_TOOLS (comma lists of adapters), TEND_BIN, REPS, CLI_REPS, CRASH_RUNS,
+#            SCALE_RUNS, SCALE_IDLE, FLOOR_RUNS, SKIP (space list of
+#            floor latency crashloop scale tini).
+# Must run as root (kernel proc connector).  Typical wall time: ~45 min.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=/usr/bin/python3
+TOOLS="${TOOLS:-tend,supervisord,pm2,s6,s6-noready,runit}"
+SCALE_TOOLS="${SCALE_TOOLS:-tend,tend-maxrss,supervisord,pm2,s6,runit}"
+REPS="${REPS:-30}"; CLI_REPS="${CLI_REPS:-10}"; CRASH_RUNS="${CRASH_RUNS:-3}"
+SCALE_RUNS="${SCALE_RUNS:-3}"; SCALE_IDLE="${SCALE_IDLE:-30}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
+SKIP="${SKIP:-}"
+[ "$(id -u)" = 0 ] || { echo "run as root (proc connector needs CAP_NET_ADMIN)"; exit 1; }
+./setup.sh
+out="results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+# tend: build the binary once for every script (unless TEND_BIN is given)
+if [[ ",$TOOLS,$SCALE_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
+  tend_build="$(mktemp -d /tmp/peers-tend-bin-XXXXXX)"
+  trap 'rm -rf "$tend_build"' EXIT
+  (cd ../.. && go build -o "$tend_build/tend" ./cmd/tend)
+  export TEND_BIN="$tend_build/tend"
+  export TEND_REV="$(git -C ../.. describe --always --dirty 2>/dev/null || echo '?')"
+fi
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "kernel: $(uname -r)   cpus: $(nproc)   mem: $(free -g | awk '/Mem:/{print $2}') GiB"
+  grep -m1 'model name' /proc/cpuinfo || true
+  echo "debian: $(cat /etc/debian_version)"
+  for p in supervisor s6 libskarnet2.13 execline runit tini hyperfine gcc-12 nodejs; do
+    printf '%s %s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo -)"; done
+  echo "pm2 $(node -p "require('${PEERS_PM2_DIR:-/tmp/peers-pm2}/node_modules/pm2/package.json').version") node $(node --version)"
+  [ -n "${TEND_BIN:-}" ] && echo "tend: $("$TEND_BIN" version) ${TEND_REV:+built from $TEND_REV}"
+  echo "python3 $($PY --version 2>&1)   $(go version)"
+  echo "loadavg at start: $(cat /proc/loadavg)"
+} > "$out/env.txt"
+cat "$out/env.txt"
+skip() { [[ " $SKIP " == *" $1 "* ]]; }
+skip floor     || floor/run_floor.sh "$out/floor.jsonl" "$FLOOR_RUNS" 5 500
+skip latency   || $PY bench_latency.py --tools "$TOOLS" --reps "$REPS" --cli-reps "$CLI_REPS" --out "$out/latency.json"
+skip crashloop || $PY bench_crashloop.py --tools "$TOOLS" --runs "$CRASH_RUNS" --out "$out/crashloop.json"
+skip tini      || $PY bench_tini.py --reps "$REPS" --out "$out/tini.json"
+if ! skip scale; then
+  $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 100,500 --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" --out "$out/scale_100_500.json"
+  $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 1000 --runs 1 --idle "$SCALE_IDLE" --out "$out/scale_1000.json"
+fi
+notes=()
+[ -f NOTES.md ] && notes=(--notes NOTES.md)
+$PY report.py "$out" RESULTS.md "${notes[@]}"
