@@ -23,3 +23,5 @@ echo "== go test -race"
 # themselves and run tend many times.
 export GORACE="${GORACE:-atexit_sleep_ms=10}"
 go test -race -count=1 -timeout 20m ./...
+# The soak/chaos test (bench/soak, build tag soak), its 60-second version; not under -race, which would make it several times as costly.
+go test -tags soak -count=1 -timeout 10m ./bench/soak -soak.duration=60s

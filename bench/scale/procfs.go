@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tick is the unit of /proc's CPU times: USER_HZ is 100 on every Linux ABI
+// Go supports.
+const tick = 10 * time.Millisecond
+
+// memory is the daemon's footprint, from /proc/PID/smaps_rollup and status.
+type memory struct {
+	pss, rss, pssAnon int64 // bytes
+	threads, fds      int
+}
+
+// readMemory reads pid's PSS and RSS (shared pages split fairly, and counted
+// whole), its threads and its open descriptors.
+func readMemory(pid int) (memory, error) {
+	var m memory
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return m, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "Rss:":
+			m.rss = kb << 10
+		case "Pss:":
+			m.pss = kb << 10
+		case "Pss_Anon:":
+			m.pssAnon = kb << 10
+		}
+	}
+	if m.pss == 0 {
+		return m, fmt.Errorf("/proc/%d/smaps_rollup has no Pss", pid)
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	m.threads, m.fds = len(tasks), len(fds)
+	return m, nil
+}
+
+// cpu is a process's CPU use so far.
+type cpu struct {
+	at      time.Time
+	run     time.Duration // schedstat run time summed over live threads (ns precision)
+	wakeups int64         // schedstat timeslices summed over live threads
+	ticks   time.Duration // utime+stime from /proc/PID/stat (10 ms steps, exited threads included)
+}
+
+// readCPU reads pid's CPU time two ways: schedstat is precise but forgets
+// threads that exited; stat keeps them but counts in 10 ms ticks.
+func readCPU(pid int) (cpu, error) {
+	c := cpu{at: time.Now()}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return c, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 3 {
+			continue
+		}
+		ns, _ := strconv.ParseInt(f[0], 10, 64)
+		n, _ := strconv.ParseInt(f[2], 10, 64)
+		c.run += time.Duration(ns)
+		c.wakeups += n
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return c, err
+	}
+	// Fields after the command (which may hold spaces) start at state.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return c, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	c.ticks = time.Duration(ut+st) * tick
+	return c, nil
+}
+
+// cpuWindow is a process's CPU use over a window.
+type cpuWindow struct {
+	elapsed time.Duration
+	run     time.Duration
+	wakeups int64
+	ticks   time.Duration
+	others  float64 // CPUs kept busy meanwhile by everything but the daemon and the benchmark; -1 unknown
+}
+
+// percent is the run time as a percentage of one core.
+func (w cpuWindow) percent() float64 {
+	if w.elapsed <= 0 {
+		return 0
+	}
+	return 100 * float64(w.run) / float64(w.elapsed)
+}
+
+// usage is a point in time for a daemon's CPU and the machine's.
+type usage struct {
+	daemon cpu
+	self   time.Duration // this process's CPU, children excluded
+	busy   time.Duration // every CPU's non-idle time, steal included; -1 unknown
+}
+
+func sampleUsage(pid int) (usage, error) {
+	c, err := readCPU(pid)
+	return usage{daemon: c, self: rusageSelf(), busy: machineBusy()}, err
+}
+
+// since is the window from u to now.
+func (u usage) since(pid int) (cpuWindow, error) {
+	now, err := sampleUsage(pid)
+	if err != nil {
+		return cpuWindow{}, err
+	}
+	w := cpuWindow{
+		elapsed: now.daemon.at.Sub(u.daemon.at),
+		run:     now.daemon.run - u.daemon.run,
+		wakeups: now.daemon.wakeups - u.daemon.wakeups,
+		ticks:   now.daemon.ticks - u.daemon.ticks,
+		others:  -1,
+	}
+	if u.busy >= 0 && now.busy >= 0 && w.elapsed > 0 {
+		others := (now.busy - u.busy) - w.run - (now.self - u.self)
+		w.others = max(float64(others)/float64(w.elapsed), 0)
+	}
+	return w, nil
+}
+
+func rusageSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// machineBusy sums the non-idle fields of /proc/stat's cpu line (user nice
+// system idle iowait irq softirq steal), or -1.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * tick
+}
+
+// loadavg is the first three fields of /proc/loadavg, or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
