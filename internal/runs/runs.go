@@ -3,15 +3,19 @@
 // dies leaves its runs running; the next one reads this file and adopts the
 // ones that are still the recorded processes instead of starting duplicates.
 //
-// The file is rewritten whole and renamed into place, so a reader never sees
-// a torn one. Writes are coalesced by one goroutine: a crash loop across a
-// thousand instances must not rewrite the file a thousand times a second.
-// The cost is a window of a few milliseconds after a spawn in which a daemon
-// killed outright has not yet recorded the new run; a record whose process
-// is gone or was replaced is simply not adopted.
+// Every change is appended at once to runs.json.log as one JSON line (one
+// write(2), no fsync: it only has to survive the daemon, not the machine),
+// so a daemon killed the instant after a spawn has still recorded the run
+// and the next one adopts it instead of starting a second copy. runs.json
+// itself, the whole set, is rewritten at most once a second and renamed into
+// place (never torn), and then the journal starts over: a crash loop across a
+// thousand instances costs a thousand small appends a second, not a thousand
+// rewrites. Load applies the journal on top of runs.json; a record whose
+// process is gone or was replaced is simply not adopted.
 package runs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -31,59 +35,108 @@ type Record struct {
 	StartedAt  time.Time `json:"started_at"`
 }
 
-// coalesce is how long a change waits for others before the file is written.
-const coalesce = 5 * time.Millisecond
+// compactEvery is how often, at most, runs.json is rewritten from the journal.
+const compactEvery = time.Second
+
+// entry is one journal line: a record set, or with Gone, an instance's run
+// ended.
+type entry struct {
+	Record
+	Gone bool `json:"gone,omitempty"`
+}
 
 // File is the runs.json of one daemon.
 type File struct {
-	path  string
-	dirty chan struct{} // a change waits to be written; capacity 1
-	done  chan struct{} // closed when the writer has returned
+	path    string
+	dirty   chan struct{} // a change waits to be compacted; capacity 1
+	closing chan struct{} // closed by Close: the writer stops waiting
+	done    chan struct{} // closed when the writer has returned
 
-	mu     sync.Mutex        // guards recs and closed
-	recs   map[string]Record // by instance id
-	closed bool
+	mu      sync.Mutex        // guards recs, journal and closed
+	recs    map[string]Record // by instance id
+	journal *os.File          // runs.json.log, appended to on every change; nil if it cannot be opened
+	closed  bool
 }
 
-// Load reads the records an earlier daemon left. A missing file is none.
+// Load reads the records an earlier daemon left: runs.json, then its
+// journal on top. Missing files are no records; a torn last journal line
+// (a daemon killed mid-write) is skipped.
 func Load(path string) ([]Record, error) {
+	recs := map[string]Record{}
 	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		var list []Record
+		if err := json.Unmarshal(b, &list); err != nil {
+			return nil, err
+		}
+		for _, r := range list {
+			recs[r.ID] = r
+		}
+	}
+	if j, err := os.ReadFile(path + ".log"); err == nil {
+		for _, line := range bytes.Split(j, []byte("\n")) {
+			var e entry
+			if json.Unmarshal(line, &e) != nil || e.ID == "" {
+				continue
+			}
+			if e.Gone {
+				delete(recs, e.ID)
+			} else {
+				recs[e.ID] = e.Record
+			}
+		}
+	}
+	if len(recs) == 0 {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	return sorted(recs), nil
+}
+
+func sorted(m map[string]Record) []Record {
+	out := make([]Record, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
 	}
-	var recs []Record
-	if err := json.Unmarshal(b, &recs); err != nil {
-		return nil, err
-	}
-	return recs, nil
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Open starts recording to path, beginning with recs (the runs adopted).
+// It writes runs.json at once, then starts an empty journal.
 func Open(path string, recs []Record) *File {
-	f := &File{path: path, dirty: make(chan struct{}, 1), done: make(chan struct{}), recs: map[string]Record{}}
+	f := &File{path: path, dirty: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]Record{}}
 	for _, r := range recs {
 		f.recs[r.ID] = r
 	}
-	f.touch()
+	f.mu.Lock()
+	_ = f.compactLocked()
+	f.mu.Unlock()
 	go f.writer()
 	return f
 }
 
-// Set records the run of an instance, replacing its previous one.
-func (f *File) Set(r Record) {
-	f.mu.Lock()
-	f.recs[r.ID] = r
-	f.mu.Unlock()
-	f.touch()
-}
+// Set records the run of an instance, replacing its previous one. It is in
+// the journal when Set returns.
+func (f *File) Set(r Record) { f.change(entry{Record: r}) }
 
 // Delete records that an instance has no run in place.
-func (f *File) Delete(id string) {
+func (f *File) Delete(id string) { f.change(entry{Record: Record{ID: id}, Gone: true}) }
+
+func (f *File) change(e entry) {
+	line, _ := json.Marshal(e)
 	f.mu.Lock()
-	delete(f.recs, id)
+	if e.Gone {
+		delete(f.recs, e.ID)
+	} else {
+		f.recs[e.ID] = e.Record
+	}
+	if f.journal != nil {
+		_, _ = f.journal.Write(append(line, '\n'))
+	}
 	f.mu.Unlock()
 	f.touch()
 }
@@ -93,9 +146,16 @@ func (f *File) Close() error {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
-	f.touch()
+	close(f.closing)
 	<-f.done
-	return f.write()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.compactLocked()
+	if f.journal != nil {
+		f.journal.Close()
+		f.journal = nil
+	}
+	return err
 }
 
 func (f *File) touch() {
@@ -105,30 +165,49 @@ func (f *File) touch() {
 	}
 }
 
+// writer compacts the journal into runs.json at most once a second while
+// changes come in.
 func (f *File) writer() {
 	defer close(f.done)
-	for range f.dirty {
-		time.Sleep(coalesce)
-		f.mu.Lock()
-		closed := f.closed
-		f.mu.Unlock()
-		if closed {
+	for {
+		select {
+		case <-f.dirty:
+		case <-f.closing:
 			return
 		}
-		_ = f.write() // a failed write is retried with the next change
+		select {
+		case <-time.After(compactEvery):
+		case <-f.closing:
+			return
+		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return
+		}
+		_ = f.compactLocked() // a failed write is retried with the next change
+		f.mu.Unlock()
 	}
 }
 
-// write replaces the file with the current records, sorted by id.
-func (f *File) write() error {
-	f.mu.Lock()
-	recs := make([]Record, 0, len(f.recs))
-	for _, r := range f.recs {
-		recs = append(recs, r)
+// compactLocked writes every record to runs.json and starts the journal
+// over. A crash between the two replays entries runs.json already has,
+// which changes nothing.
+func (f *File) compactLocked() error {
+	if err := f.writeLocked(); err != nil {
+		return err
 	}
-	f.mu.Unlock()
-	slices.SortFunc(recs, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })
-	b, err := json.MarshalIndent(recs, "", " ")
+	if f.journal != nil {
+		f.journal.Close()
+	}
+	j, err := os.OpenFile(f.path+".log", os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+	f.journal = j
+	return err
+}
+
+// writeLocked replaces runs.json with the current records, sorted by id.
+func (f *File) writeLocked() error {
+	b, err := json.MarshalIndent(sorted(f.recs), "", " ")
 	if err != nil {
 		return err
 	}

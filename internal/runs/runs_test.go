@@ -37,3 +37,24 @@ func TestRecordsSurviveAndCoalesce(t *testing.T) {
 		t.Error("a corrupt file loads without error")
 	}
 }
+
+func TestASpawnIsRecordedBeforeSetReturns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.json")
+	f := Open(path, nil)
+	defer f.Close()
+	f.Set(Record{ID: "w:0", PID: 42, StartTicks: 7, Run: 1})
+	f.Set(Record{ID: "w:1", PID: 43, StartTicks: 8, Run: 1})
+	f.Delete("w:1")
+	// A daemon killed now: nothing compacted yet, the journal has it all.
+	recs, err := Load(path)
+	if err != nil || len(recs) != 1 || recs[0].ID != "w:0" || recs[0].PID != 42 {
+		t.Fatalf("records seen by the next daemon: %+v %v", recs, err)
+	}
+	// A torn last line, as a kill mid-write leaves, is skipped.
+	j, _ := os.OpenFile(path+".log", os.O_WRONLY|os.O_APPEND, 0)
+	j.WriteString(`{"id":"w:2","pid":4`)
+	j.Close()
+	if recs, err := Load(path); err != nil || len(recs) != 1 {
+		t.Fatalf("with a torn line: %+v %v", recs, err)
+	}
+}
