@@ -20,6 +20,10 @@ const (
 	maxEventLimit     = 100000
 )
 
+// maxKinds caps the kinds= filter. There are a dozen kinds; without a cap
+// a stream would hold whatever a megabyte of query names for its lifetime.
+const maxKinds = 64
+
 // cutoffMessage is the data of the final SSE event sent to a reader the
 // event log dropped for being slow.
 const cutoffMessage = "slow subscriber cut off; reconnect with Last-Event-ID"
@@ -67,6 +71,9 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 		for k := range strings.SplitSeq(v, ",") {
 			if k = strings.TrimSpace(k); k != "" {
 				q.kinds[k] = true
+			}
+			if len(q.kinds) > maxKinds {
+				return nil, badRequest(fmt.Sprintf("kinds: more than %d kinds", maxKinds))
 			}
 		}
 	}
@@ -178,9 +185,12 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQue
 			case !q.match(e):
 				continue
 			}
-			data, merr := json.Marshal(e)
-			if merr != nil {
-				continue // a payload bug; resending it on reconnect would not help
+			data := e.JSON // encoded once by the event log for every reader
+			if data == nil {
+				var merr error
+				if data, merr = json.Marshal(e); merr != nil {
+					continue // a payload bug; resending it on reconnect would not help
+				}
 			}
 			err = writeSSE(w, strconv.FormatUint(e.Seq, 10), e.Kind, data)
 		}

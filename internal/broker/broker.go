@@ -43,8 +43,9 @@ type Broker struct {
 	now     func() time.Time
 	tree    Tree // nil: no process trees
 
-	mu      sync.Mutex        // guards entries
+	mu      sync.Mutex        // guards entries and agents
 	entries map[string]*entry // by instance id
+	agents  map[string]*entry // the entries that are agents: the only ones whose turn changes on its own
 }
 
 type entry struct {
@@ -74,7 +75,7 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Broker{publish: publish, now: now, tree: tree, entries: map[string]*entry{}}
+	return &Broker{publish: publish, now: now, tree: tree, entries: map[string]*entry{}, agents: map[string]*entry{}}
 }
 
 // derive is Derive plus the run's process tree.
@@ -99,7 +100,11 @@ func (b *Broker) Update(s program.Snapshot) {
 	st := b.derive(s, b.now(), statusTreeAge)
 	k := keyOf(&st)
 	if !ok {
-		b.entries[s.Status.ID] = &entry{snap: s, seen: k}
+		e = &entry{snap: s, seen: k}
+		b.entries[s.Status.ID] = e
+		if s.Status.Agent {
+			b.agents[s.Status.ID] = e
+		}
 		return
 	}
 	if old := e.snap.Status.PID; old != nil && b.tree != nil && (s.Status.PID == nil || *s.Status.PID != *old) {
@@ -126,6 +131,7 @@ func (b *Broker) Forget(id string) {
 		b.tree.Forget(*e.snap.Status.PID)
 	}
 	delete(b.entries, id)
+	delete(b.agents, id)
 }
 
 // Status derives one instance's status; an unknown id wraps
@@ -190,8 +196,8 @@ func (b *Broker) recheck() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	for _, e := range b.entries {
-		if !e.snap.Status.Agent || e.snap.Status.PID == nil {
+	for _, e := range b.agents {
+		if e.snap.Status.PID == nil {
 			continue
 		}
 		st := b.derive(e.snap, now, listTreeAge)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -167,6 +168,9 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
+	// Starting a large fleet makes garbage the steady state never needs:
+	// hand it back to the system now rather than over the next minutes.
+	debug.FreeOSMemory()
 loop:
 	for {
 		select {

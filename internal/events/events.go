@@ -177,6 +177,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 		return e
 	}
 	l.seq = e.Seq
+	e.JSON = line[:len(line):len(line)] // the append below must not write into what readers share
 	l.appendLocked(e.TS, append(line, '\n'))
 	l.published.Add(1)
 	for s := range l.subs {

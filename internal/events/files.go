@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,6 +235,7 @@ func scanFile(path string, last *uint64, fn func(program.Event) bool) (bool, err
 		if seq, ok := prefixSeq(line); !ok || seq > *last {
 			var e program.Event
 			if len(line) > 0 && e.UnmarshalJSON(line) == nil && e.Seq > *last {
+				e.JSON = slices.Clone(line)
 				*last = e.Seq
 				if !fn(e) {
 					return false, nil

@@ -87,6 +87,10 @@ type Event struct {
 	ID      string // the instance, when the event concerns one
 	Program string
 	Data    any
+	// JSON is the event as the event log encoded it, so that a hundred
+	// readers of one event do not encode it a hundred times. Read-only; nil
+	// for an event not (yet) numbered by the log.
+	JSON []byte
 }
 
 type eventHead struct {

@@ -76,7 +76,7 @@ func New() *Reaper {
 		sigs:   make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-		tick:   time.Second,
+		tick:   10 * time.Second, // a safety net: each pass makes the kernel walk every child
 		notify: signal.Notify,
 	}
 }

@@ -20,6 +20,10 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 )
 
+// baseEnv is tend's own environment, read once: every instance's env shares
+// its strings instead of holding a copy.
+var baseEnv = sync.OnceValue(os.Environ)
+
 // Env is the environment of an instance's runs: tend's own, the Spec's env
 // on top, and the TEND_* variables that tell a run who it is.
 func Env(s *program.Spec, k int) []string {
@@ -32,7 +36,7 @@ func Env(s *program.Spec, k int) []string {
 		}
 		m[key] = val
 	}
-	for _, kv := range os.Environ() {
+	for _, kv := range baseEnv() {
 		set(kv)
 	}
 	for key, val := range s.Env {

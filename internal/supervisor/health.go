@@ -29,7 +29,8 @@ type health struct {
 	turnSet    bool   // X_TEND_TURN seen: it alone decides the agent's turn from now on
 	turn       bool
 
-	r runHealth // reset at every spawn
+	r   runHealth // reset at every spawn
+	mem memState  // shared with the manager's memory watchdog
 }
 
 // runHealth is what the watchdogs know about the current run.
@@ -43,7 +44,6 @@ type runHealth struct {
 	probeErr                   string
 	wedge                      *program.Wedge
 	warned                     bool // wedge_restart_loop announced for this run
-	rss, peak                  int64
 }
 
 type probeResult struct {
@@ -54,7 +54,8 @@ type probeResult struct {
 // openNotify gives the instance its own NOTIFY_SOCKET. A failure leaves it
 // without one (and says so in its log) rather than without the instance.
 func (in *Instance) openNotify() {
-	in.notes = make(chan notify.Message, 64)
+	in.notes = make(chan notify.Message, 8)
+	in.mem.over = make(chan memOver, 1)
 	in.probeDone = make(chan probeResult, 1)
 	if in.deps.NotifyDir == "" {
 		return
@@ -98,8 +99,11 @@ func (in *Instance) startHealth(now time.Time) {
 		in.r.startBy = now.Add(s.StartTimeout)
 		in.startT = time.NewTimer(s.StartTimeout)
 	}
-	if s.Watchdog > 0 || s.IdleOutputTimeout > 0 || s.MaxRSS > 0 || s.Probe != nil {
+	if s.Watchdog > 0 || s.IdleOutputTimeout > 0 || s.Probe != nil {
 		in.ticker = time.NewTicker(time.Second)
+	}
+	if in.cur != nil {
+		in.mem.pid.Store(int64(in.cur.pid))
 	}
 	if s.Probe != nil {
 		in.probeT = time.NewTicker(s.Probe.Interval)
@@ -108,6 +112,7 @@ func (in *Instance) startHealth(now time.Time) {
 
 // stopHealth disarms everything; a probe in flight reports to nobody.
 func (in *Instance) stopHealth() {
+	in.mem.pid.Store(0)
 	if in.ticker != nil {
 		in.ticker.Stop()
 		in.ticker = nil
@@ -199,23 +204,22 @@ func (in *Instance) onStartTimeout() {
 	}
 }
 
-// checkHealth is the once-a-second look at a run: its memory, then whether
-// it is wedged.
+// onOverMem drains the run the memory watchdog found past max_rss.
+func (in *Instance) onOverMem(o memOver) {
+	if r := in.cur; r == nil || r.signalled || r.pid != o.pid {
+		return // a sample of a run that has ended or is already stopping
+	}
+	in.publish(program.KindRSSExceeded, &program.RSSExceeded{RSSBytes: o.rss, MaxRSS: in.spec.MaxRSS})
+	in.end(restart.IntentRSSDrain)
+}
+
+// checkHealth is the once-a-second look at whether a run is wedged.
 func (in *Instance) checkHealth() {
 	r := in.cur
 	if r == nil || r.signalled {
 		return
 	}
 	now := in.now()
-	if in.spec.MaxRSS > 0 && in.deps.Tree != nil {
-		_, _, rss := in.deps.Tree.Sample(r.pid, 0)
-		in.r.rss, in.r.peak = rss, max(in.r.peak, rss)
-		if rss > in.spec.MaxRSS {
-			in.publish(program.KindRSSExceeded, &program.RSSExceeded{RSSBytes: rss, MaxRSS: in.spec.MaxRSS})
-			in.end(restart.IntentRSSDrain)
-			return
-		}
-	}
 	if in.state != program.StateRunning || now.Sub(r.started) < in.spec.WedgeStartupGrace {
 		in.r.streak = 0
 		return
@@ -321,7 +325,9 @@ func (in *Instance) reportHealth(st *program.Status) {
 	}
 	st.StatusText = in.statusText
 	st.Ready = in.r.ready && (in.state == program.StateRunning || in.state == program.StateStopping)
-	st.PeakRSS = max(in.r.peak, 0)
+	if in.mem.pid.Load() == int64(in.cur.pid) {
+		st.PeakRSS = in.mem.peak.Load()
+	}
 	st.Wedge = in.r.wedge
 	if in.state == program.StateRunning {
 		switch {

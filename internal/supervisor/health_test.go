@@ -82,6 +82,7 @@ func newHealthHarness(t *testing.T) *harness {
 	h := newHarness(t)
 	h.mgr.deps.NotifyDir = t.TempDir()
 	h.mgr.deps.Tree = proctree.New()
+	h.mgr.mem = newMemWatch(h.mgr.deps.Tree)
 	return h
 }
 

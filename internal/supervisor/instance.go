@@ -150,6 +150,8 @@ func (in *Instance) loop() {
 			in.startProbe()
 		case res := <-in.probeDone:
 			in.onProbe(res)
+		case o := <-in.mem.over:
+			in.onOverMem(o)
 		}
 		in.report()
 		for _, r := range in.replies {

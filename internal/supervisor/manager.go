@@ -16,6 +16,7 @@ import (
 type Manager struct {
 	deps   Deps
 	forget func(id string) // drops an instance from the broker after it ended
+	mem    *memWatch       // samples the runs of programs with max_rss; nil without Deps.Tree
 
 	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
 	trackIDs []string   // the list last published; guarded by trackMu
@@ -36,7 +37,11 @@ type group struct {
 // NewManager returns an empty Manager. forget is called with each instance's
 // id once its goroutine has ended for good.
 func NewManager(deps Deps, forget func(id string)) *Manager {
-	return &Manager{deps: deps, forget: forget, progs: map[string]*group{}}
+	m := &Manager{deps: deps, forget: forget, progs: map[string]*group{}}
+	if deps.Tree != nil {
+		m.mem = newMemWatch(deps.Tree)
+	}
+	return m
 }
 
 // Add registers a program, starts its instances if it autostarts, and
@@ -83,6 +88,9 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 func (m *Manager) growLocked(g *group, n int) {
 	for k := len(g.insts); k < n; k++ {
 		in := newInstance(g.spec, k, m.deps)
+		if m.mem != nil && g.spec.MaxRSS > 0 {
+			m.mem.add(in)
+		}
 		if a, ok := m.claimLocked(in.id); ok && in.adoptRun(a) {
 			in.adopted = true
 			m.adopted++
@@ -116,6 +124,9 @@ func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
 	}
 	for _, in := range insts {
 		<-in.done
+		if m.mem != nil {
+			m.mem.remove(in)
+		}
 		m.forget(in.id)
 	}
 	return nil
@@ -309,6 +320,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		wg.Go(func() { errs <- m.Remove(ctx, name) })
 	}
 	wg.Wait()
+	if m.mem != nil {
+		m.mem.close()
+	}
 	close(errs)
 	for err := range errs {
 		if err != nil {

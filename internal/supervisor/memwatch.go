@@ -1,0 +1,100 @@
+package supervisor
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// memWatch is the memory watchdog of every instance with max_rss: one
+// goroutine samples each run's tree RSS once a second (a thousand instances
+// cost one wake-up a second, not a thousand), keeps the figures where the
+// instance's report reads them, and tells an instance only when its run
+// passes max_rss.
+type memWatch struct {
+	tree Tree
+	stop chan struct{}
+
+	mu    sync.Mutex             // guards insts
+	insts map[*Instance]*memSeen // instances whose program has max_rss
+}
+
+// memSeen is the sampler's own memory of an instance (sampler goroutine only).
+type memSeen struct{ pid int }
+
+// memState is what an instance shares with the sampler.
+type memState struct {
+	pid  atomic.Int64 // the run to sample; 0 when none (written by the instance)
+	rss  atomic.Int64 // last sample of that run (written by the sampler)
+	peak atomic.Int64 // highest sample of that run (written by the sampler)
+	over chan memOver // a run passed max_rss; capacity 1, never blocks the sampler
+}
+
+type memOver struct {
+	pid int
+	rss int64
+}
+
+func newMemWatch(tree Tree) *memWatch {
+	w := &memWatch{tree: tree, stop: make(chan struct{}), insts: map[*Instance]*memSeen{}}
+	go w.loop()
+	return w
+}
+
+func (w *memWatch) add(in *Instance) {
+	w.mu.Lock()
+	w.insts[in] = &memSeen{}
+	w.mu.Unlock()
+}
+
+func (w *memWatch) remove(in *Instance) {
+	w.mu.Lock()
+	delete(w.insts, in)
+	w.mu.Unlock()
+}
+
+func (w *memWatch) close() { close(w.stop) }
+
+func (w *memWatch) loop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			w.sample()
+		}
+	}
+}
+
+func (w *memWatch) sample() {
+	w.mu.Lock()
+	insts := make(map[*Instance]*memSeen, len(w.insts))
+	for in, seen := range w.insts {
+		insts[in] = seen
+	}
+	w.mu.Unlock()
+	for in, seen := range insts {
+		m := &in.mem
+		pid := int(m.pid.Load())
+		if pid == 0 {
+			continue
+		}
+		if pid != seen.pid { // a new run: its peak starts over
+			seen.pid = pid
+			m.peak.Store(0)
+		}
+		_, _, rss := w.tree.Sample(pid, 0)
+		m.rss.Store(rss)
+		if rss > m.peak.Load() {
+			m.peak.Store(rss)
+		}
+		if rss > in.spec.MaxRSS {
+			select {
+			case m.over <- memOver{pid: pid, rss: rss}:
+			default: // the instance has not taken the last one yet
+			}
+		}
+	}
+}
