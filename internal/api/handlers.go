@@ -4,15 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/program"
 )
 
 // maxBody caps a POST /v1/programs body.
 const maxBody = 1 << 20
+
+// bodyTimeout bounds how long a request may take to deliver the body it
+// announces. The servers have no read timeout (it would also end the
+// long-lived streams), so without this a client that sends headers and then
+// stalls would hold a connection and a goroutine for good: in a handler
+// reading the body, or in net/http draining it before the answer.
+const bodyTimeout = 30 * time.Second
+
+// limitBodyTime gives a request with a body bodyTimeout to send it.
+func limitBodyTime(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 { // -1: chunked, length unknown
+		// Not every ResponseWriter can (test recorders); nothing to do then.
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	}
+}
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "version": s.opts.Version})
@@ -28,7 +45,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if list == nil {
 		list = []program.Status{}
 	}
-	writeJSON(w, http.StatusOK, list)
+	switch view := r.URL.Query().Get("view"); view {
+	case "", "full":
+		writeJSON(w, http.StatusOK, list)
+	case "summary":
+		writeJSON(w, http.StatusOK, summarize(list))
+	default:
+		return badRequest(fmt.Sprintf("view=%q: want full or summary", view))
+	}
 	return nil
 }
 
@@ -49,10 +73,21 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			return &httpError{http.StatusRequestEntityTooLarge, "request body is larger than 1 MiB"}
+		case errors.As(err, &netErr) && netErr.Timeout():
+			return &httpError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", bodyTimeout)}
 		}
 		return badRequest("reading request body: " + err.Error())
+	}
+	// The body is all here: what follows may take as long as it needs.
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	// JSON is UTF-8 (RFC 8259). encoding/json would quietly turn a bad byte
+	// into U+FFFD, and the daemon would then run an argv nobody sent.
+	if !utf8.Valid(body) {
+		return badRequest("request body is not valid UTF-8")
 	}
 	spec, err := s.b.ParseProgram(body)
 	if err != nil {

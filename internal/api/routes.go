@@ -30,6 +30,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		limitBodyTime(w, r)
 		if err := h(w, r); err != nil {
 			writeError(w, err)
 		}

@@ -27,6 +27,8 @@ func TestRoutes(t *testing.T) {
 		{name: "health", method: "GET", path: "/healthz", code: 200, want: `{"ok":true,"version":"1.2.3"}`},
 		{name: "list", method: "GET", path: "/v1/status", code: 200, contains: `"id":"web:1"`},
 		{name: "list bad agents", method: "GET", path: "/v1/status?agents=maybe", code: 400, contains: `agents=`},
+		{name: "list summary", method: "GET", path: "/v1/status?view=summary", code: 200, contains: `"why":`},
+		{name: "list bad view", method: "GET", path: "/v1/status?view=tiny", code: 400, contains: `view=`},
 		{name: "status", method: "GET", path: "/v1/status/web:0", code: 200, contains: `"id":"web:0"`},
 		{name: "status unknown", method: "GET", path: "/v1/status/nope:0", code: 404, contains: `"lifecycle":"unknown"`},
 		{name: "status bare name", method: "GET", path: "/v1/status/web", code: 404, contains: `"lifecycle":"unknown"`},

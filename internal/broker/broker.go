@@ -41,7 +41,8 @@ const (
 type Broker struct {
 	publish func(program.Event)
 	now     func() time.Time
-	tree    Tree // nil: no process trees
+	tree    Tree          // nil: no process trees
+	kick    chan struct{} // an agent registered; capacity 1
 
 	mu      sync.Mutex        // guards entries and agents
 	entries map[string]*entry // by instance id
@@ -75,7 +76,8 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Broker{publish: publish, now: now, tree: tree, entries: map[string]*entry{}, agents: map[string]*entry{}}
+	return &Broker{publish: publish, now: now, tree: tree, kick: make(chan struct{}, 1),
+		entries: map[string]*entry{}, agents: map[string]*entry{}}
 }
 
 // derive is Derive plus the run's process tree.
@@ -104,6 +106,10 @@ func (b *Broker) Update(s program.Snapshot) {
 		b.entries[s.Status.ID] = e
 		if s.Status.Agent {
 			b.agents[s.Status.ID] = e
+			select { // wake Run if it sleeps for want of agents
+			case b.kick <- struct{}{}:
+			default:
+			}
 		}
 		return
 	}
@@ -178,10 +184,20 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 // Run re-derives the alive agents once a second until ctx ends, so a turn
 // that starts or ends (output within turn_idle_after, or silence) is
 // announced by status_changed even when the supervisor reports nothing new.
+// Without agents it sleeps: a fleet of plain workers costs no wake-ups.
 func (b *Broker) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
+		if !b.anyAgents() {
+			t.Stop()
+			select {
+			case <-b.kick:
+				t.Reset(time.Second)
+			case <-ctx.Done():
+				return
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -189,6 +205,12 @@ func (b *Broker) Run(ctx context.Context) {
 			b.recheck()
 		}
 	}
+}
+
+func (b *Broker) anyAgents() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.agents) > 0
 }
 
 // recheck re-derives every alive agent and announces the ones that changed.

@@ -26,7 +26,11 @@ func (e *env) psCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := c.List(agents)
+			fetch := c.ListSummary // what the table shows
+			if jsonOut {
+				fetch = c.List // the whole objects
+			}
+			list, err := fetch(agents)
 			if err != nil {
 				return err
 			}

@@ -12,8 +12,9 @@ import (
 // instance's report reads them, and tells an instance only when its run
 // passes max_rss.
 type memWatch struct {
-	tree Tree
-	stop chan struct{}
+	tree  Tree
+	stop  chan struct{}
+	start sync.Once // the sampler starts with the first instance: no max_rss, no wake-ups
 
 	mu    sync.Mutex             // guards insts
 	insts map[*Instance]*memSeen // instances whose program has max_rss
@@ -36,12 +37,11 @@ type memOver struct {
 }
 
 func newMemWatch(tree Tree) *memWatch {
-	w := &memWatch{tree: tree, stop: make(chan struct{}), insts: map[*Instance]*memSeen{}}
-	go w.loop()
-	return w
+	return &memWatch{tree: tree, stop: make(chan struct{}), insts: map[*Instance]*memSeen{}}
 }
 
 func (w *memWatch) add(in *Instance) {
+	w.start.Do(func() { go w.loop() })
 	w.mu.Lock()
 	w.insts[in] = &memSeen{}
 	w.mu.Unlock()

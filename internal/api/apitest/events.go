@@ -80,7 +80,7 @@ func (ev *Events) Subscribe(since uint64) api.Subscription {
 	if size == 0 {
 		size = 1024
 	}
-	s := &sub{ev: ev, c: make(chan program.Event, size)}
+	s := &sub{ev: ev, c: make(chan program.Event, size), since: since}
 	if ev.subs == nil {
 		ev.subs = map[*sub]bool{}
 	}
@@ -94,7 +94,7 @@ func (ev *Events) Subscribe(since uint64) api.Subscription {
 }
 
 func (ev *Events) sendLocked(s *sub, e program.Event) {
-	if !ev.subs[s] {
+	if !ev.subs[s] || e.Seq <= s.since {
 		return
 	}
 	select {
@@ -114,6 +114,7 @@ func (ev *Events) cutLocked(s *sub) {
 type sub struct {
 	ev     *Events
 	c      chan program.Event
+	since  uint64 // only later events are sent, live ones too
 	cutOff bool
 }
 
