@@ -133,11 +133,15 @@ func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
 }
 
 // Start starts the selected instances that are not running.
-func (m *Manager) Start(sel string) ([]string, error) { return m.act(nil, sel, cmdStart) }
+func (m *Manager) Start(sel string) ([]string, error) {
+	return m.act(context.Background(), sel, cmdStart) // a start replies at once
+}
 
 // Restart restarts the selected instances (an intentional restart: crash
 // accounting untouched, immediate respawn).
-func (m *Manager) Restart(sel string) ([]string, error) { return m.act(nil, sel, cmdRestart) }
+func (m *Manager) Restart(sel string) ([]string, error) {
+	return m.act(context.Background(), sel, cmdRestart)
+}
 
 // Stop stops the selected instances and returns once they have stopped.
 func (m *Manager) Stop(ctx context.Context, sel string) ([]string, error) {
@@ -148,9 +152,6 @@ func (m *Manager) act(ctx context.Context, sel string, kind cmdKind) ([]string, 
 	insts, err := m.resolve(sel)
 	if err != nil {
 		return nil, err
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	return idsOf(insts), waitAll(ctx, sendAll(insts, kind))
 }
