@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -37,7 +39,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=10")
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait},
 		Condition: func(cond string) (bool, error) {
 			if cond == "pidns" { // a new PID namespace can be made (root, unshare installed)
 				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil
@@ -71,6 +73,57 @@ func exitCode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// pid1Ups are the `tend up` started by pid1up, by name, while they run.
+var pid1Ups sync.Map
+
+// pid1Up runs `pid1up NAME CONFIG`: tend up as PID 1 of a new PID namespace,
+// its output in NAME.out. Not a testscript background command: unshare
+// blocks SIGINT while it waits for its child, so a script that fails would
+// wait for it forever. This one is killed with its whole process group
+// (unshare and tend) when the script ends, however it ends.
+func pid1Up(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: pid1up NAME CONFIG")
+	}
+	tend, err := exec.LookPath("tend")
+	ts.Check(err)
+	out, err := os.Create(ts.MkAbs(args[0] + ".out"))
+	ts.Check(err)
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", tend, "up", "-c", args[1])
+	cmd.Dir, cmd.Stdout, cmd.Stderr = ts.MkAbs("."), out, out
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10", "PATH="+ts.Getenv("PATH"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ts.Check(cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); out.Close() }()
+	pid1Ups.Store(ts.MkAbs(args[0]), done) // keyed by path: scripts run in parallel
+	ts.Defer(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+}
+
+// pid1Wait runs `pid1wait NAME`: waits (60 s at most) for a pid1up to end.
+func pid1Wait(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: pid1wait NAME")
+	}
+	v, ok := pid1Ups.Load(ts.MkAbs(args[0]))
+	if !ok {
+		ts.Fatalf("no pid1up named %s", args[0])
+	}
+	done := v.(chan error)
+	select {
+	case err := <-done:
+		done <- err // for the deferred cleanup
+		if err != nil {
+			ts.Fatalf("%s: %v", args[0], err)
+		}
+	case <-time.After(60 * time.Second):
+		ts.Fatalf("%s did not end within 60s", args[0])
+	}
+}
+
 // termPID1 sends SIGTERM to the tend up this script started as PID 1 of a
 // new namespace: the process whose innermost pid is 1 and whose command line
 // names this script's config file (an absolute path unique to the script).
@@ -79,6 +132,18 @@ func termPID1(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: termpid1 CONFIG")
 	}
 	conf := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if pid := findPID1(conf); pid > 0 {
+			ts.Check(syscall.Kill(pid, syscall.SIGTERM))
+			return
+		}
+	}
+	ts.Fatalf("no tend up as PID 1 with %s", conf)
+}
+
+// findPID1 is the pid, seen from here, of a tend up that is PID 1 of its
+// namespace and runs conf; 0 if none.
+func findPID1(conf string) int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -93,12 +158,11 @@ func termPID1(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		for _, line := range strings.Split(string(status), "\n") {
 			if f := strings.Fields(line); len(f) > 2 && f[0] == "NSpid:" && f[len(f)-1] == "1" && usesConfig(args, conf, e.Name()) {
-				ts.Check(syscall.Kill(pid, syscall.SIGTERM))
-				return
+				return pid
 			}
 		}
 	}
-	ts.Fatalf("no tend up as PID 1 with %s", conf)
+	return 0
 }
 
 // usesConfig reports whether a tend command line's -c names conf (relative
