@@ -374,3 +374,13 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+func TestAllIsNotAProgramName(t *testing.T) {
+	_, err := ParseTOML("/x/tend.toml", []byte("[program.all]\ncommand = [\"true\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), "tend.toml:1: program.all") || !strings.Contains(err.Error(), `"all" cannot name a program`) {
+		t.Fatalf("program named all: %v", err)
+	}
+	if _, err := ParseProgramJSON([]byte(`{"name":"all","command":["true"]}`), "/"); err == nil {
+		t.Fatal("a program named all was accepted over the API")
+	}
+}

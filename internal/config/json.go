@@ -35,7 +35,7 @@ func (d *Defaults) ParseProgramJSON(data []byte, baseDir string) (program.Spec, 
 	var name string
 	if path, ok := c.setString(own, "name", &name); !ok && path == nil {
 		c.add([]string{"name"}, "missing: every program needs a name")
-	} else if ok && !program.NamePattern.MatchString(name) {
+	} else if ok && !program.ValidName(name) {
 		c.add(path, badName(name))
 	}
 	base, _ := locate(baseDir)

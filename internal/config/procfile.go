@@ -29,7 +29,7 @@ func ParseProcfile(file string, data []byte) (*program.Config, error) {
 		switch {
 		case !found:
 			problem("", `expected "name: command"`)
-		case !program.NamePattern.MatchString(name):
+		case !program.ValidName(name):
 			problem(name, badName(name))
 		case firstOn[name] > 0:
 			problem(name, fmt.Sprintf("program %q is defined twice (first on line %d)", name, firstOn[name]))

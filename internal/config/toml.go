@@ -71,7 +71,7 @@ func (d *programDecoder) programs(val any, defaults *Defaults) []program.Spec {
 			d.wrongType(path, "a table like [program."+name+"]", tables[name])
 			continue
 		}
-		if !program.NamePattern.MatchString(name) {
+		if !program.ValidName(name) {
 			d.add(path, badName(name))
 		}
 		d.unknownKeys(path, table, programKeys)
@@ -82,6 +82,9 @@ func (d *programDecoder) programs(val any, defaults *Defaults) []program.Spec {
 }
 
 func badName(name string) string {
+	if name == "all" {
+		return `"all" cannot name a program: as an id it means every instance`
+	}
 	return fmt.Sprintf("invalid program name %q: use lower-case letters, digits, '_', '.' and '-', starting with a letter or digit, at most 63 characters", name)
 }
 

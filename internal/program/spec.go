@@ -12,6 +12,10 @@ import (
 // NamePattern is the pattern every program name must match (SPEC 1).
 var NamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
+// ValidName reports whether name can name a program: it matches NamePattern
+// and is not "all", which as an id means every instance.
+func ValidName(name string) bool { return name != "all" && NamePattern.MatchString(name) }
+
 // Restart policies (SPEC 2, 3).
 const (
 	RestartAlways    = "always"     // every end of a run restarts
