@@ -366,12 +366,22 @@ func TestThreadedLeader(t *testing.T) {
 	if c := find(procs, p["sleep"]).Cmd; c != "sleep 304" {
 		t.Errorf("child's cmd = %q", c)
 	}
-	st, _ := procStat(leader, 0)
-	tr.mu.Lock()
-	tasks := len(tr.runs[leader].members[leader].tasks)
-	tr.mu.Unlock()
-	if tasks != st.threads {
-		t.Errorf("tracker holds %d threads' children files of %d threads", tasks, st.threads)
+	// The Go runtime of the helper may start a thread at any moment, so
+	// compare the counts until one sample and one stat read agree.
+	var tasks, threads int
+	for try := 0; try < 100; try++ { // the tracker re-lists threads at most once a second
+		tr.Sample(leader, 0)
+		st, _ := procStat(leader, 0)
+		tr.mu.Lock()
+		tasks = len(tr.runs[leader].members[leader].tasks)
+		tr.mu.Unlock()
+		if threads = st.threads; tasks == threads {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if tasks != threads {
+		t.Errorf("tracker holds %d threads' children files of %d threads", tasks, threads)
 	}
 	tr.Forget(leader)
 }
