@@ -52,10 +52,9 @@ type File struct {
 	closing chan struct{} // closed by Close: the writer stops waiting
 	done    chan struct{} // closed when the writer has returned
 
-	mu      sync.Mutex        // guards recs, journal and closed
+	mu      sync.Mutex        // guards recs and journal
 	recs    map[string]Record // by instance id
 	journal *os.File          // runs.json.log, appended to on every change; nil if it cannot be opened
-	closed  bool
 }
 
 // Load reads the records an earlier daemon left: runs.json, then its
@@ -143,9 +142,6 @@ func (f *File) change(e entry) {
 
 // Close writes the last state and stops the writer.
 func (f *File) Close() error {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
 	close(f.closing)
 	<-f.done
 	f.mu.Lock()
@@ -181,10 +177,6 @@ func (f *File) writer() {
 			return
 		}
 		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			return
-		}
 		_ = f.compactLocked() // a failed write is retried with the next change
 		f.mu.Unlock()
 	}

@@ -49,10 +49,18 @@ func (o *Output) LastActivity() time.Time {
 	return time.Time{}
 }
 
-// Write appends daemon-side notes (or a run's bytes) to the log.
+// Write appends a run's bytes to the log and marks the output activity
+// that the idle-output watchdog and the agent turn tracker read.
 func (o *Output) Write(p []byte) (int, error) {
 	o.last.Store(time.Now().UnixNano())
 	return o.log.Write(p)
+}
+
+// Note appends a line of tend's own to the log; it is not the run's
+// activity, so it neither keeps a silent run from being wedged nor starts a
+// turn.
+func (o *Output) Note(line string) {
+	_, _ = o.log.Write([]byte("tend: " + line + "\n"))
 }
 
 // Close closes the log file.

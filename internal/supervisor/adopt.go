@@ -63,7 +63,7 @@ func (in *Instance) adoptRun(a Adoption) bool {
 	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt}
 	in.state = program.StateRunning
 	if err := in.out.Attach(); err != nil {
-		in.out.Write([]byte("tend: cannot read the adopted run's output: " + err.Error() + "\n"))
+		in.out.Note("cannot read the adopted run's output: " + err.Error())
 	}
 	in.startHealth(in.now())
 	in.state, in.r.ready = program.StateRunning, true // it was started (and ready) before

@@ -75,7 +75,7 @@ func (in *Instance) openNotify() {
 		}
 	}, opts)
 	if err != nil {
-		fmt.Fprintf(in.out, "tend: no notify socket for %s: %v\n", in.id, err)
+		in.out.Note(fmt.Sprintf("no notify socket for %s: %v", in.id, err))
 		return
 	}
 	in.sock = sock
