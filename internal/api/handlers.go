@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -50,11 +51,24 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, list)
 	case "summary":
 		writeJSON(w, http.StatusOK, summarize(list))
+	case "table":
+		width, err := intParam(r, "width", 120)
+		if err == nil && (width < 1 || width > maxTableWidth) {
+			err = badRequest(fmt.Sprintf("width=%d: want 1 to %d", width, maxTableWidth))
+		}
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		return human.Table(w, list, width)
 	default:
-		return badRequest(fmt.Sprintf("view=%q: want full or summary", view))
+		return badRequest(fmt.Sprintf("view=%q: want full, summary or table", view))
 	}
 	return nil
 }
+
+// maxTableWidth bounds ?width= of the table view: wider than any terminal.
+const maxTableWidth = 10000
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")

@@ -4,16 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/program"
 )
+
+// The table view is the one answer that is not JSON: the ps table as text,
+// cut to the width asked for.
+func TestTableView(t *testing.T) {
+	f := newFixtureOn(t, "unix")
+	resp, err := f.hc.Get(f.url + "/v1/status?view=table&width=80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("%d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if !strings.HasPrefix(lines[0], "ID ") || !strings.HasSuffix(lines[0], "  WHY") || len(lines) != 4 {
+		t.Fatalf("table:\n%s", b)
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("line of %d runes at width=80: %q", n, l)
+		}
+	}
+}
 
 func TestRoutes(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,6 +54,8 @@ func TestRoutes(t *testing.T) {
 		{name: "list", method: "GET", path: "/v1/status", code: 200, contains: `"id":"web:1"`},
 		{name: "list bad agents", method: "GET", path: "/v1/status?agents=maybe", code: 400, contains: `agents=`},
 		{name: "list summary", method: "GET", path: "/v1/status?view=summary", code: 200, contains: `"why":`},
+		{name: "list table width 0", method: "GET", path: "/v1/status?view=table&width=0", code: 400, contains: `width=0: want 1 to 10000`},
+		{name: "list table width not a number", method: "GET", path: "/v1/status?view=table&width=wide", code: 400, contains: `width=`},
 		{name: "list bad view", method: "GET", path: "/v1/status?view=tiny", code: 400, contains: `view=`},
 		{name: "status", method: "GET", path: "/v1/status/web:0", code: 200, contains: `"id":"web:0"`},
 		{name: "status unknown", method: "GET", path: "/v1/status/nope:0", code: 404, contains: `"lifecycle":"unknown"`},

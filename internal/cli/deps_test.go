@@ -14,11 +14,12 @@ const module = "github.com/tend-sh/tend/"
 
 // TestDeps keeps the CLI from linking the daemon's internals (as
 // tailscale's TestDeps does): the cli package imports from tend only the
-// client, the vocabulary, config (to find the socket), daemon (for up) and
-// initproc (for init, which is PID 1 itself);
+// client, the vocabulary, human (the text forms the daemon's table shares),
+// config (to find the socket), daemon (for up) and initproc (for init,
+// which is PID 1 itself);
 // the client imports only the vocabulary, all the way down.
 func TestDeps(t *testing.T) {
-	allowed := []string{"internal/client", "internal/program", "internal/config", "internal/daemon", "internal/initproc"}
+	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/config", "internal/daemon", "internal/initproc"}
 	for _, imp := range moduleImports(t, ".") {
 		if !slices.Contains(allowed, imp) {
 			t.Errorf("internal/cli imports %s; it may import only %v", imp, allowed)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -91,7 +92,7 @@ func eventFields(data any) []string {
 		return []string{kv("source", v.Source), kv("detail", v.Detail)}
 	}
 	if v, ok := payload[program.RSSExceeded](data); ok {
-		return []string{kv("rss", humanBytes(v.RSSBytes)), kv("max_rss", humanBytes(v.MaxRSS))}
+		return []string{kv("rss", human.Bytes(v.RSSBytes)), kv("max_rss", human.Bytes(v.MaxRSS))}
 	}
 	if v, ok := payload[program.GaveUp](data); ok {
 		return []string{kv("crash_count", v.CrashCount), kv("max", v.Max)}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -63,10 +64,10 @@ func writeStatus(w io.Writer, st *program.Status) error {
 	line("state", "%s", st.State)
 	line("lifecycle", "%s", st.Lifecycle)
 	line("why", "%s", st.Why)
-	line("pid", "%s", pidText(st.PID))
+	line("pid", "%s", human.PID(st.PID))
 	line("run", "%d", st.Run)
 	if st.Alive() {
-		line("started", "%s (up %s)", timeText(st.StartedAt), uptimeText(st))
+		line("started", "%s (up %s)", timeText(st.StartedAt), human.Uptime(st))
 		line("ready", "%s", yesNo(st.Ready))
 	}
 	if st.Agent {
@@ -84,14 +85,14 @@ func writeStatus(w io.Writer, st *program.Status) error {
 		crashes += " (degraded)"
 	}
 	line("crashes", "%s", crashes)
-	line("restarts", "%s", restartsText(st.Restarts))
+	line("restarts", "%s", human.Restarts(st.Restarts))
 	if le := st.LastExit; le != nil {
-		line("last exit", "%s (%s) at %s", exitText(le.Code, le.Signal), le.LikelyCause, timeText(le.At))
+		line("last exit", "%s (%s) at %s", human.Exit(le.Code, le.Signal), le.LikelyCause, timeText(le.At))
 	}
 	if !st.NextStartAt.IsZero() {
 		line("next start", "%s", timeText(st.NextStartAt))
 	}
-	line("rss", "%s", rssText(st.RSSBytes))
+	line("rss", "%s", human.RSS(st.RSSBytes))
 	line("tracking", "%s", st.Tracking)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -103,7 +104,7 @@ func writeStatus(w io.Writer, st *program.Status) error {
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  PID\tPPID\tPGID\tSTATE\tRSS\tCMD")
 	for _, p := range st.Processes {
-		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", p.PID, p.PPID, p.PGID, p.State, rssText(p.RSSBytes), strings.TrimSpace(p.Cmd))
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", p.PID, p.PPID, p.PGID, p.State, human.RSS(p.RSSBytes), strings.TrimSpace(p.Cmd))
 	}
 	return tw.Flush()
 }

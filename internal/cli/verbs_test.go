@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -65,7 +66,7 @@ func TestPsFitsWidth(t *testing.T) {
 	r = d.tend(t, "ps")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	for _, line := range lines {
-		if n := utf8.RuneCountInString(line); n > 85+psMinWhy {
+		if n := utf8.RuneCountInString(line); n > 85+human.MinWhy {
 			t.Errorf("line of %d runes at COLUMNS=60: %q", n, line)
 		}
 	}

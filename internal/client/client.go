@@ -117,6 +117,39 @@ func (c *Client) ListSummary(agentsOnly bool) ([]program.Status, error) {
 	return c.list(agentsOnly, true)
 }
 
+// Table returns the ps table as the daemon renders it
+// (GET /v1/status?view=table), no line wider than width.
+func (c *Client) Table(agentsOnly bool, width int) ([]byte, error) {
+	q := url.Values{"view": {"table"}, "width": {strconv.Itoa(width)}}
+	if agentsOnly {
+		q.Set("agents", "1")
+	}
+	return c.raw("/v1/status", q)
+}
+
+// ListJSON returns List's answer undecoded: a JSON array of status objects.
+func (c *Client) ListJSON(agentsOnly bool) ([]byte, error) {
+	q := url.Values{}
+	if agentsOnly {
+		q.Set("agents", "1")
+	}
+	return c.raw("/v1/status", q)
+}
+
+// raw GETs path and returns the answer's body as is.
+func (c *Client) raw(path string, q url.Values) ([]byte, error) {
+	resp, err := c.do(context.Background(), "GET", path, q, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading GET %s answer: %w", path, err)
+	}
+	return b, nil
+}
+
 func (c *Client) list(agentsOnly, summary bool) ([]program.Status, error) {
 	q := url.Values{}
 	if agentsOnly {

@@ -1,4 +1,9 @@
-package cli
+// Package human writes statuses the way people read them: durations, byte
+// sizes, restart counts and the aligned table `tend ps` prints. The daemon
+// renders that table itself (GET /v1/status?view=table), so a listing of a
+// thousand instances reaches the terminal without being decoded in between,
+// as kubectl's server-side printing does.
+package human
 
 import (
 	"fmt"
@@ -8,9 +13,9 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// humanDuration writes d in its two largest units: "45s", "1m21s", "2h3m",
+// Duration writes d in its two largest units: "45s", "1m21s", "2h3m",
 // "3d4h".
-func humanDuration(d time.Duration) string {
+func Duration(d time.Duration) string {
 	s := int64(max(d, 0) / time.Second)
 	switch {
 	case s < 60:
@@ -23,8 +28,8 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
 }
 
-// humanBytes writes n in binary units with one decimal: "512B", "73.4MiB".
-func humanBytes(n int64) string {
+// Bytes writes n in binary units with one decimal: "512B", "73.4MiB".
+func Bytes(n int64) string {
 	if n < 1024 {
 		return fmt.Sprintf("%dB", n)
 	}
@@ -38,8 +43,8 @@ func humanBytes(n int64) string {
 	panic("unreachable")
 }
 
-// restartsText is the total with its causes: "3 (crash 2, clean 1)" or "0".
-func restartsText(r program.Restarts) string {
+// Restarts is the total with its causes: "3 (crash 2, clean 1)" or "0".
+func Restarts(r program.Restarts) string {
 	if r.Total() == 0 {
 		return "0"
 	}
@@ -58,33 +63,33 @@ func restartsText(r program.Restarts) string {
 	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
 }
 
-// uptimeText is how long the current run has been up, "-" when none runs.
-func uptimeText(st *program.Status) string {
+// Uptime is how long the current run has been up, "-" when none runs.
+func Uptime(st *program.Status) string {
 	if !st.Alive() {
 		return "-"
 	}
-	return humanDuration(time.Duration(st.UptimeMS) * time.Millisecond)
+	return Duration(time.Duration(st.UptimeMS) * time.Millisecond)
 }
 
-// rssText is the run's memory, "-" when unknown or nothing runs.
-func rssText(n int64) string {
+// RSS is the run's memory, "-" when unknown or nothing runs.
+func RSS(n int64) string {
 	if n <= 0 {
 		return "-"
 	}
-	return humanBytes(n)
+	return Bytes(n)
 }
 
-// pidText is the pid, "-" when nothing runs.
-func pidText(pid *int) string {
+// PID is the pid, "-" when nothing runs.
+func PID(pid *int) string {
 	if pid == nil {
 		return "-"
 	}
 	return fmt.Sprint(*pid)
 }
 
-// exitText describes how a run ended: "exit 1", "signal SIGKILL" or
+// Exit describes how a run ended: "exit 1", "signal SIGKILL" or
 // "never started".
-func exitText(code *int, signal *string) string {
+func Exit(code *int, signal *string) string {
 	switch {
 	case code != nil:
 		return fmt.Sprintf("exit %d", *code)

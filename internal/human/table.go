@@ -1,0 +1,81 @@
+package human
+
+import (
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Header are the ps table's columns; WHY is last so it can be cut to fit.
+var Header = []string{"ID", "STATE", "LIFECYCLE", "PID", "UPTIME", "RSS", "CRASHES", "RESTARTS", "WHY"}
+
+// Layout of the ps table.
+const (
+	padding = 2  // spaces between columns
+	MinWhy  = 12 // WHY keeps this many runes even when the other columns overflow
+)
+
+// Table writes the aligned ps table of list, cutting WHY so that no line is
+// wider than width. When the other columns alone are wider than that, WHY
+// keeps MinWhy runes: a line that overflows beats a reason that is gone.
+func Table(w io.Writer, list []program.Status, width int) error {
+	cols := len(Header)
+	cells := make([]string, 0, (len(list)+1)*cols)
+	cells = append(cells, Header...)
+	for i := range list {
+		st := &list[i]
+		cells = append(cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
+			RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts), st.Why)
+	}
+	// Every column but WHY is as wide as its widest cell plus the padding;
+	// WHY starts where they end.
+	widths := make([]int, cols-1)
+	for r := 0; r < len(cells); r += cols {
+		for c := range widths {
+			widths[c] = max(widths[c], utf8.RuneCountInString(cells[r+c]))
+		}
+	}
+	whyAt := 0
+	for _, n := range widths {
+		whyAt += n + padding
+	}
+	whyWidth := max(width-whyAt, MinWhy)
+
+	var b strings.Builder
+	b.Grow((len(list) + 1) * (whyAt + 24))
+	for r := 0; r < len(cells); r += cols {
+		for c, n := range widths {
+			cell := cells[r+c]
+			b.WriteString(cell)
+			b.WriteString(spaces(n + padding - utf8.RuneCountInString(cell)))
+		}
+		b.WriteString(Cut(cells[r+cols-1], whyWidth))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// spaces returns n blanks.
+func spaces(n int) string {
+	const blanks = "                                                                "
+	if n <= len(blanks) {
+		return blanks[:n]
+	}
+	return strings.Repeat(" ", n)
+}
+
+// Cut shortens s to at most n runes, marking a cut with "…".
+func Cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
