@@ -300,13 +300,13 @@ func TestReload(t *testing.T) {
 }
 
 func TestDown(t *testing.T) {
-	d := startDaemon(t)
-	d.b.OnShutdown = func() { d.srv.Close() }
-	d.tend(t, "down").want(t, 0, "daemon stopped\n")
-	d.tend(t, "ps").wantErr(t, 4, "no tend daemon reachable")
+	first := startDaemon(t)
+	first.b.OnShutdown = func() { first.srv.Close() }
+	first.tend(t, "down").want(t, 0, "daemon stopped\n")
+	first.tend(t, "ps").wantErr(t, 4, "no tend daemon reachable")
 
 	// A daemon that never stops answering.
-	d = startDaemon(t)
+	d := startDaemon(t)
 	old := downTimeout
 	downTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { downTimeout = old })

@@ -8,7 +8,7 @@ import (
 )
 
 // buffer is the memory for one recvmsg. Buffers come from a pool and are
-// taken only once the socket is readable, so a thousand idle sockets hold
+// taken only once a socket is readable, so a thousand idle sockets hold
 // none.
 type buffer struct {
 	data []byte // MaxDatagram bytes
@@ -29,45 +29,26 @@ type datagram struct {
 	uid       uint32 // sender uid from SCM_CREDENTIALS
 }
 
-// read blocks in the Go netpoller until a datagram arrives and returns it.
-// The error wraps net.ErrClosed once the socket is closed.
-func (s *Socket) read() (datagram, error) {
-	var d datagram
-	var rerr error
-	err := s.raw.Read(func(fd uintptr) bool {
-		if d.buf == nil {
-			d.buf = bufPool.Get().(*buffer)
+// read reads one queued datagram from the non-blocking fd; unix.EAGAIN
+// means none is queued.
+func (s *Socket) read(fd int) (datagram, error) {
+	d := datagram{buf: bufPool.Get().(*buffer)}
+	for {
+		// MSG_CMSG_CLOEXEC: a child forked by the supervisor before the
+		// close in readControl must not inherit a passed descriptor.
+		n, oobn, flags, _, err := unix.Recvmsg(fd, d.buf.data, d.buf.oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
 		}
-		for {
-			// MSG_CMSG_CLOEXEC: a child forked by the supervisor before the
-			// close below must not inherit a passed descriptor.
-			n, oobn, flags, _, err := unix.Recvmsg(int(fd), d.buf.data, d.buf.oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
-			switch err {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				// Nothing queued: give the buffer back while we wait.
-				bufPool.Put(d.buf)
-				d.buf = nil
-				return false
-			case nil:
-				d.n = n
-				d.truncated = flags&unix.MSG_TRUNC != 0
-				d.readControl(d.buf.oob[:oobn])
-			default:
-				rerr = err
-			}
-			return true
+		if err != nil {
+			bufPool.Put(d.buf)
+			return datagram{}, err
 		}
-	})
-	if err == nil {
-		err = rerr
+		d.n = n
+		d.truncated = flags&unix.MSG_TRUNC != 0
+		d.readControl(d.buf.oob[:oobn])
+		return d, nil
 	}
-	if err != nil && d.buf != nil {
-		bufPool.Put(d.buf)
-		d.buf = nil
-	}
-	return d, err
 }
 
 // readControl closes every passed descriptor at once (systemd-notify's

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,10 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/epoll"
 )
 
 // maxPathLen is the longest socket path clients can use: sun_path is 108
@@ -57,13 +56,13 @@ type Owner struct{ UID, GID int }
 var ErrNotAdmitted = errors.New("sender not admitted")
 
 // Socket is one instance's notify socket. Its fields are set by Listen and
-// only read afterwards, except the atomic counters and the Close state; the
-// reader goroutine owns each datagram's buffer while it handles it.
+// only read afterwards, except the atomic counters and the Close state. It
+// has no goroutine of its own: the shared epoll loop reads it (see
+// internal/epoll), and owns each datagram's buffer while it handles it.
 type Socket struct {
-	addr     string // what to put in NOTIFY_SOCKET
-	path     string // socket file to remove on Close; "" when abstract
-	conn     *net.UnixConn
-	raw      syscall.RawConn
+	addr     string       // what to put in NOTIFY_SOCKET
+	path     string       // socket file to remove on Close; "" when abstract
+	watch    *epoll.Watch // owns the socket's descriptor
 	handler  func(Message)
 	onDrop   func(error)
 	allowUID map[uint32]bool // abstract sockets only: admitted sender uids; nil admits all
@@ -71,7 +70,6 @@ type Socket struct {
 	received atomic.Uint64
 	dropped  atomic.Uint64
 
-	done      chan struct{} // closed when the reader returns
 	closeOnce sync.Once
 	closeErr  error // set once under closeOnce
 }
@@ -108,7 +106,7 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	if mode == 0 {
 		mode = 0o600
 	}
-	s := &Socket{addr: abs, path: abs, handler: handler, onDrop: opt.OnDrop, done: make(chan struct{})}
+	s := &Socket{addr: abs, path: abs, handler: handler, onDrop: opt.OnDrop}
 	if len(abs) > maxPathLen {
 		sum := sha256.Sum256([]byte(abs))
 		s.addr, s.path = "@tend/"+hex.EncodeToString(sum[:16]), ""
@@ -119,10 +117,21 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	} else if err := removeStale(abs); err != nil {
 		return nil, err
 	}
-	if err := s.bind(mode, opt.Owner); err != nil {
+	fd, err := s.bind(mode, opt.Owner)
+	if err != nil {
 		return nil, err
 	}
-	go s.run()
+	loop, err := epoll.Shared()
+	if err == nil {
+		s.watch, err = loop.Add(fd, s.readable)
+	}
+	if err != nil {
+		unix.Close(fd)
+		if s.path != "" {
+			os.Remove(s.path)
+		}
+		return nil, fmt.Errorf("notify: %w", err)
+	}
 	return s, nil
 }
 
@@ -144,40 +153,37 @@ func removeStale(path string) error {
 	return nil
 }
 
-// bind creates the socket. SO_PASSCRED is set before bind so that even the
-// first datagram carries credentials; the fchmod before bind makes Linux create
-// the file with at most mode, so there is no window with looser permissions.
-func (s *Socket) bind(mode fs.FileMode, owner *Owner) error {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
-			if serr == nil && s.path != "" {
-				serr = unix.Fchmod(int(fd), uint32(mode))
-			}
-		})
-		return errors.Join(err, serr)
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "unixgram", s.addr)
+// bind creates the non-blocking socket and returns its descriptor.
+// SO_PASSCRED is set before bind so that even the first datagram carries
+// credentials; the fchmod before bind makes Linux create the file with at
+// most mode, so there is no window with looser permissions.
+func (s *Socket) bind(mode fs.FileMode, owner *Owner) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("notify: %w", err)
+		return -1, fmt.Errorf("notify: socket: %w", err)
 	}
-	s.conn = pc.(*net.UnixConn)
+	err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	if err == nil && s.path != "" {
+		err = unix.Fchmod(fd, uint32(mode))
+	}
+	if err == nil {
+		// A leading '@' makes the address abstract.
+		if err = unix.Bind(fd, &unix.SockaddrUnix{Name: s.addr}); err != nil {
+			err = &net.OpError{Op: "listen", Net: "unixgram", Addr: &net.UnixAddr{Name: s.addr, Net: "unixgram"}, Err: os.NewSyscallError("bind", err)}
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("notify: %w", err)
+	}
 	if s.path != "" {
 		if err := s.setOwnerMode(mode, owner); err != nil {
-			s.conn.Close()
+			unix.Close(fd)
 			os.Remove(s.path)
-			return err
+			return -1, err
 		}
 	}
-	if s.raw, err = s.conn.SyscallConn(); err != nil {
-		s.conn.Close()
-		if s.path != "" {
-			os.Remove(s.path)
-		}
-		return fmt.Errorf("notify: %w", err)
-	}
-	return nil
+	return fd, nil
 }
 
 // setOwnerMode fixes the file's mode exactly (bind applied the umask).
@@ -217,37 +223,37 @@ func (s *Socket) Close() error {
 				s.closeErr = fmt.Errorf("notify: %w", err)
 			}
 		}
-		if err := s.conn.Close(); err != nil && s.closeErr == nil {
+		// Once Close returns the loop is not in the handler and never will be.
+		if err := s.watch.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("notify: %w", err)
 		}
-		<-s.done
 	})
 	return s.closeErr
 }
 
-// run is the reader goroutine.
-func (s *Socket) run() {
-	defer close(s.done)
-	backoff := time.Duration(0)
-	for {
-		d, err := s.read()
-		if errors.Is(err, net.ErrClosed) {
-			return
+// perWake is how many datagrams one socket may hand over before the loop
+// serves the others: a flood on one cannot starve the rest.
+const perWake = 16
+
+// readable is the epoll handler: it delivers what is queued, up to
+// perWake datagrams. An unexpected read error (none is known for recvmsg
+// on a unix socket) is reported and ends the watch rather than spinning.
+func (s *Socket) readable(fd int) bool {
+	for range perWake {
+		d, err := s.read(fd)
+		if err == unix.EAGAIN {
+			return true
 		}
 		if err != nil {
-			// Not expected from recvmsg on a unix socket; back off so that a
-			// persistent error cannot spin a CPU, and keep serving.
 			if s.onDrop != nil {
-				s.onDrop(fmt.Errorf("notify: read: %w", err))
+				s.onDrop(fmt.Errorf("notify: read: %w; %s no longer read", err, s.addr))
 			}
-			backoff = min(max(2*backoff, time.Millisecond), time.Second)
-			time.Sleep(backoff)
-			continue
+			return false
 		}
-		backoff = 0
 		s.deliver(d)
 		bufPool.Put(d.buf)
 	}
+	return true
 }
 
 func (s *Socket) drop(err error) {

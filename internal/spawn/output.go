@@ -3,15 +3,16 @@ package spawn
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/natefinch/lumberjack.v2"
 
+	"github.com/tend-sh/tend/internal/epoll"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -71,28 +72,40 @@ func (o *Output) Close() error { return o.log.Close() }
 // child has its own.
 func (o *Output) openRun() (*os.File, error) {
 	if o.fifo == "" {
-		pr, pw, err := os.Pipe()
-		if err != nil {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return nil, fmt.Errorf("pipe2: %w", err)
+		}
+		// Only the read end is non-blocking: the run's stdout stays blocking.
+		if err := unix.SetNonblock(p[0], true); err != nil {
+			unix.Close(p[0])
+			unix.Close(p[1])
+			return nil, fmt.Errorf("pipe2: %w", err)
+		}
+		if err := o.watch(p[0]); err != nil {
+			unix.Close(p[1])
 			return nil, err
 		}
-		go o.copyFrom(pr)
-		return pw, nil
+		return os.NewFile(uintptr(p[1]), "|1"), nil
 	}
 	if err := o.makeFIFO(); err != nil {
 		return nil, err
 	}
-	pr, err := os.OpenFile(o.fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	rfd, err := unix.Open(o.fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: o.fifo, Err: err}
 	}
 	// Read-write: opening never blocks, and the run itself then counts as
 	// a reader, so its writes never raise SIGPIPE without a daemon.
 	pw, err := os.OpenFile(o.fifo, os.O_RDWR, 0)
 	if err != nil {
-		pr.Close()
+		unix.Close(rfd)
 		return nil, err
 	}
-	go o.copyFrom(pr)
+	if err := o.watch(rfd); err != nil {
+		pw.Close()
+		return nil, err
+	}
 	return pw, nil
 }
 
@@ -101,12 +114,17 @@ func (o *Output) Attach() error {
 	if o.fifo == "" {
 		return nil
 	}
-	pr, err := os.OpenFile(o.fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	rfd, err := unix.Open(o.fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: o.fifo, Err: err}
 	}
-	go o.copyFrom(pr)
-	return nil
+	// A FIFO whose writers were all gone before this open reports no
+	// hang-up, so find out now: nothing to read and no writer is the end.
+	if !o.drain(rfd) {
+		unix.Close(rfd)
+		return nil
+	}
+	return o.watch(rfd)
 }
 
 // makeFIFO creates the named pipe, replacing anything else at its path.
@@ -124,35 +142,46 @@ func (o *Output) makeFIFO() error {
 	return nil
 }
 
-// bufPool lends read buffers only while bytes are ready: an idle instance
-// holds none, which keeps a thousand quiet pipes cheap.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
-
-// copyFrom drains r into o until every writer has closed it, then closes r.
-func (o *Output) copyFrom(r *os.File) {
-	defer r.Close()
-	rc, err := r.SyscallConn()
-	if err != nil {
-		_, _ = io.Copy(o, r)
-		return
+// watch copies what arrives on the non-blocking read end rfd into the log,
+// from the shared epoll loop, until every writer has closed it; then the
+// loop closes rfd. watch owns rfd, also on error.
+func (o *Output) watch(rfd int) error {
+	l, err := epoll.Shared()
+	if err == nil {
+		_, err = l.Add(rfd, o.drain)
 	}
+	if err != nil {
+		unix.Close(rfd)
+		return fmt.Errorf("watching output: %w", err)
+	}
+	return nil
+}
+
+// readBuf is the loop's read buffer: the epoll loop calls drain for one
+// descriptor at a time, so a single buffer serves every instance.
+var readBuf = make([]byte, 32<<10)
+
+// drain copies one read's worth from rfd into the log and says whether
+// there may be more: false once every writer has gone (EOF) or on an error.
+// One read per call lets the loop serve the other pipes between two reads
+// of a chatty one.
+func (o *Output) drain(rfd int) bool {
+	drainMu.Lock()
+	defer drainMu.Unlock()
 	for {
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			bp := bufPool.Get().(*[]byte)
-			defer bufPool.Put(bp)
-			n, rerr = syscall.Read(int(fd), *bp)
-			if rerr == syscall.EAGAIN {
-				return false // wait for readiness without holding the buffer
-			}
-			if n > 0 {
-				_, _ = o.Write((*bp)[:n])
-			}
+		n, err := unix.Read(rfd, readBuf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
 			return true
-		})
-		if err != nil || n == 0 || (rerr != nil && !errors.Is(rerr, syscall.EINTR)) {
-			return
+		case err != nil || n == 0:
+			return false
 		}
+		_, _ = o.Write(readBuf[:n])
+		return true
 	}
 }
+
+// drainMu guards readBuf: drain also runs once on Attach's goroutine.
+var drainMu sync.Mutex

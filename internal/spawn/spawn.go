@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,29 +27,42 @@ import (
 var baseEnv = sync.OnceValue(os.Environ)
 
 // Env is the environment of an instance's runs: tend's own, the Spec's env
-// on top, and the TEND_* variables that tell a run who it is.
+// on top, and the TEND_* variables that tell a run who it is. A variable
+// of tend's that nothing overrides keeps its place and shares its string;
+// an override takes the place of the variable it replaces, and new ones
+// follow in name order.
 func Env(s *program.Spec, k int) []string {
-	m := map[string]string{}
-	var order []string
-	set := func(kv string) {
-		key, val, _ := strings.Cut(kv, "=")
-		if _, ok := m[key]; !ok {
-			order = append(order, key)
-		}
-		m[key] = val
-	}
-	for _, kv := range baseEnv() {
-		set(kv)
-	}
+	over := make(map[string]string, len(s.Env)+3)
 	for key, val := range s.Env {
-		set(key + "=" + val)
+		over[key] = val
 	}
-	set("TEND_ID=" + program.InstanceID(s.Name, k))
-	set("TEND_PROGRAM=" + s.Name)
-	set(fmt.Sprintf("TEND_INSTANCE=%d", k))
-	out := make([]string, 0, len(order))
-	for _, key := range order {
-		out = append(out, key+"="+m[key])
+	over["TEND_ID"] = program.InstanceID(s.Name, k)
+	over["TEND_PROGRAM"] = s.Name
+	over["TEND_INSTANCE"] = strconv.Itoa(k)
+
+	base := baseEnv()
+	out := make([]string, 0, len(base)+len(over))
+	seen := make(map[string]bool, len(over))
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		val, ok := over[key]
+		switch {
+		case !ok:
+			out = append(out, kv)
+		case !seen[key]: // the first of duplicates takes the override
+			seen[key] = true
+			out = append(out, key+"="+val)
+		}
+	}
+	var added []string
+	for key := range over {
+		if !seen[key] {
+			added = append(added, key)
+		}
+	}
+	slices.Sort(added)
+	for _, key := range added {
+		out = append(out, key+"="+over[key])
 	}
 	return out
 }
@@ -72,11 +87,21 @@ func nullFile() (*os.File, error) {
 	return devNull, devNullErr
 }
 
+// startSlots bounds how many Starts run at once. A start is a string of
+// blocking system calls (stat, mkfifo, open, fork); when a thousand
+// instances start together, each call that blocks makes the Go runtime
+// hand its CPU to a new OS thread, and the daemon would keep hundreds of
+// idle threads (and their stacks) for good. Forks are serialised by the
+// reaper anyway, so a few slots cost the start nothing.
+var startSlots = make(chan struct{}, 4)
+
 // Start launches one run and returns its pid. An error means nothing runs
 // (missing binary, permission, bad cwd): the caller treats it as a spawn
 // failure. The child leads its own session and process group, so a stop
 // reaches every process it started that did not leave the group.
 func Start(r *reaper.Reaper, req Request) (int, error) {
+	startSlots <- struct{}{}
+	defer func() { <-startSlots }()
 	null, err := nullFile()
 	if err != nil {
 		return 0, err

@@ -17,13 +17,13 @@ import (
 // rest of the Instance, it belongs to the loop goroutine; only notes and
 // probeDone are written from elsewhere.
 type health struct {
-	notes     chan notify.Message // from the socket's reader; a full channel drops
-	sock      *notify.Socket      // nil when the instance has none
-	ticker    *time.Ticker        // the 1 s checks while a run is in place
-	startT    *time.Timer         // start_timeout, with ready = "notify"
-	probeT    *time.Ticker        // the liveness probe's interval
-	probeDone chan probeResult    // results of the probe in flight
-	probing   bool                // a probe is in flight
+	notes     chan *notify.Message // from the socket's reader; a full channel drops (pointers: 8 idle slots cost 64 bytes)
+	sock      *notify.Socket       // nil when the instance has none
+	ticker    *time.Ticker         // the 1 s checks while a run is in place
+	startT    *time.Timer          // start_timeout, with ready = "notify"
+	probeT    *time.Ticker         // the liveness probe's interval
+	probeDone chan probeResult     // results of the probe in flight
+	probing   bool                 // a probe is in flight
 
 	statusText string // the last STATUS= of the current run
 	turnSet    bool   // X_TEND_TURN seen: it alone decides the agent's turn from now on
@@ -54,7 +54,7 @@ type probeResult struct {
 // openNotify gives the instance its own NOTIFY_SOCKET. A failure leaves it
 // without one (and says so in its log) rather than without the instance.
 func (in *Instance) openNotify() {
-	in.notes = make(chan notify.Message, 8)
+	in.notes = make(chan *notify.Message, 8)
 	in.mem.over = make(chan memOver, 1)
 	in.probeDone = make(chan probeResult, 1)
 	if in.deps.NotifyDir == "" {
@@ -67,7 +67,7 @@ func (in *Instance) openNotify() {
 	}
 	sock, err := notify.ListenOptions(path, func(m notify.Message) {
 		select {
-		case in.notes <- m:
+		case in.notes <- &m:
 		default:
 			if in.deps.Dropped != nil {
 				in.deps.Dropped()
@@ -79,7 +79,17 @@ func (in *Instance) openNotify() {
 		return
 	}
 	in.sock = sock
-	in.env = append(in.env, "NOTIFY_SOCKET="+sock.Addr())
+}
+
+// runEnv is the environment of a run (and of a probe): built when needed
+// rather than kept, since a thousand idle copies of tend's environment
+// would be most of the daemon's memory.
+func (in *Instance) runEnv() []string {
+	env := spawn.Env(in.spec, in.k)
+	if in.sock != nil {
+		env = append(env, "NOTIFY_SOCKET="+in.sock.Addr())
+	}
+	return env
 }
 
 func (in *Instance) closeHealth() {
@@ -286,7 +296,7 @@ func (in *Instance) startProbe() {
 		return
 	}
 	in.probing = true
-	p, n, cwd, env := in.spec.Probe, r.n, in.spec.Cwd, in.env
+	p, n, cwd, env := in.spec.Probe, r.n, in.spec.Cwd, in.runEnv()
 	go func() {
 		var err error
 		if len(p.Exec) > 0 {

@@ -78,7 +78,6 @@ type Instance struct {
 	done  chan struct{}      // closed when the loop returns
 
 	spec      *program.Spec
-	env       []string
 	out       *spawn.Output
 	hist      restart.History
 	state     string
@@ -104,7 +103,6 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		cmds:  make(chan command),
 		exits: make(chan reaper.Status, 2),
 		done:  make(chan struct{}),
-		env:   spawn.Env(spec, k),
 		out:   spawn.NewOutput(LogPath(deps.LogDir, id), fifoPath(deps.FIFODir, id), spec.Logs),
 		state: program.StateStopped,
 	}
@@ -141,7 +139,7 @@ func (in *Instance) loop() {
 		case <-in.wake.C:
 			in.onWake()
 		case m := <-in.notes:
-			in.onNotify(m)
+			in.onNotify(*m)
 		case <-in.tickC():
 			in.checkHealth()
 		case <-in.startC():
@@ -268,7 +266,7 @@ func (in *Instance) spawn() {
 	in.backoff, in.nextStart = nil, time.Time{}
 	now := in.now()
 	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
-		Spec: in.spec, Env: in.env, Out: in.out,
+		Spec: in.spec, Env: in.runEnv(), Out: in.out,
 		Owner: func(s reaper.Status) { in.exits <- s },
 	})
 	if err != nil {
