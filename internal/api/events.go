@@ -174,25 +174,20 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQue
 		case <-keepalive.C:
 			_, err = fmt.Fprint(w, ": keepalive\n\n")
 		case e, ok := <-sub.C():
-			switch {
-			case !ok && sub.CutOff():
-				data, _ := json.Marshal(errorBody{Error: cutoffMessage})
-				writeSSE(w, "", "cutoff", data) // the stream ends either way
-				rc.Flush()
-				return nil
-			case !ok:
-				return nil
-			case !q.match(e):
-				continue
-			}
-			data := e.JSON // encoded once by the event log for every reader
-			if data == nil {
-				var merr error
-				if data, merr = json.Marshal(e); merr != nil {
-					continue // a payload bug; resending it on reconnect would not help
+			// Write what else is already queued before the one flush (one
+			// write(2)), so a burst costs a crowd of readers one wake-up each.
+			for {
+				var end bool
+				if end, err = s.writeEvent(w, rc, q, e, ok, sub); end || err != nil {
+					return nil
 				}
+				select {
+				case e, ok = <-sub.C():
+					continue
+				default:
+				}
+				break
 			}
-			err = writeSSE(w, strconv.FormatUint(e.Seq, 10), e.Kind, data)
 		}
 		if err == nil {
 			err = rc.Flush()
@@ -201,6 +196,31 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQue
 			return nil // the client went away
 		}
 	}
+}
+
+// writeEvent writes one event the stream's filter passes; ok false is the
+// end of the subscription (end is then true, after a last "cutoff" event
+// if the log cut this reader off).
+func (s *Server) writeEvent(w http.ResponseWriter, rc *http.ResponseController, q *eventQuery, e program.Event, ok bool, sub Subscription) (end bool, err error) {
+	switch {
+	case !ok && sub.CutOff():
+		data, _ := json.Marshal(errorBody{Error: cutoffMessage})
+		writeSSE(w, "", "cutoff", data) // the stream ends either way
+		rc.Flush()
+		return true, nil
+	case !ok:
+		return true, nil
+	case !q.match(e):
+		return false, nil
+	}
+	data := e.JSON // encoded once by the event log for every reader
+	if data == nil {
+		var merr error
+		if data, merr = json.Marshal(e); merr != nil {
+			return false, nil // a payload bug; resending it on reconnect would not help
+		}
+	}
+	return false, writeSSE(w, strconv.FormatUint(e.Seq, 10), e.Kind, data)
 }
 
 // writeSSE writes one event. JSON has no raw newlines, so data is one line.

@@ -52,7 +52,9 @@ func (l *Log) Subscribe(since uint64) *Subscription {
 	// Registered under the lock that assigns seqs: every event <= upto is
 	// already in the files, every later one reaches this subscription.
 	upto := l.seq
-	l.subs[s] = struct{}{}
+	l.arrived++
+	l.subs[s] = l.arrived
+	l.order = nil
 	if since >= upto {
 		s.live = true
 		return s
@@ -95,7 +97,7 @@ func (s *Subscription) closeLocked() {
 		return
 	}
 	s.closed = true
-	delete(s.log.subs, s)
+	s.log.unsubscribeLocked(s)
 	close(s.done)
 	s.closeOutLocked()
 }
@@ -107,6 +109,12 @@ func (s *Subscription) closeOutLocked() {
 		s.outClosed = true
 		close(s.out)
 	}
+}
+
+// unsubscribeLocked stops Publish from delivering to s.
+func (l *Log) unsubscribeLocked(s *Subscription) {
+	delete(l.subs, s)
+	l.order = nil
 }
 
 // deliverLocked hands a new event to the subscriber without blocking, or
@@ -129,7 +137,7 @@ func (s *Subscription) deliverLocked(e program.Event) {
 	}
 	s.cut = true
 	s.log.cutOffs.Add(1)
-	delete(s.log.subs, s)
+	s.log.unsubscribeLocked(s)
 	s.closeOutLocked()
 }
 
@@ -156,7 +164,7 @@ func (s *Subscription) backfill(upto uint64) {
 		// Carrying on would leave a gap; ending lets the reader retry.
 		s.log.mu.Lock()
 		s.err = fmt.Errorf("events: backlog: %w", err)
-		delete(s.log.subs, s)
+		s.log.unsubscribeLocked(s)
 		s.log.mu.Unlock()
 		close(s.out)
 		return
