@@ -26,6 +26,10 @@ type Options struct {
 	// Version is the daemon's version, reported by GET /healthz. "" is
 	// reported as "dev".
 	Version string
+
+	// Activity, when not nil, is called as each request arrives: the
+	// daemon uses it to notice when it has gone quiet. It must be cheap.
+	Activity func()
 }
 
 // Server serves the API. Create it with New, add listeners with ServeUnix
@@ -168,6 +172,9 @@ func (s *Server) Close() error {
 // serveHTTP answers unknown paths and wrong methods with JSON like every
 // other error, then hands the request to the mux.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Activity != nil {
+		s.opts.Activity()
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -77,6 +76,7 @@ type daemon struct {
 	mgr           *supervisor.Manager
 	api           *api.Server
 	metrics       *metrics.Metrics
+	trim          *trimmer                        // hands memory back after bursts
 	runs          *runs.File                      // runs.json, for the next daemon if this one dies
 	strays        sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
 	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
@@ -130,7 +130,8 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
 		FIFODir:  filepath.Join(sd, "fifo"), Record: d.record,
 	}, d.broker.Forget)
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version})
+	d.trim = newTrimmer()
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke})
 	d.metrics = metrics.New(metrics.Source{
 		Statuses:        func() []program.Status { return d.broker.List(false) },
 		OrphansReaped:   d.reaper.Orphans,
@@ -147,6 +148,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	bctx, stopBroker := context.WithCancel(context.Background())
 	defer stopBroker()
 	go d.broker.Run(bctx)
+	defer d.trim.stop()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -168,9 +170,6 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
-	// Starting a large fleet makes garbage the steady state never needs:
-	// hand it back to the system now rather than over the next minutes.
-	debug.FreeOSMemory()
 loop:
 	for {
 		select {
@@ -245,6 +244,7 @@ func (d *daemon) print(seq uint64) {
 		sub := d.log.Subscribe(seq)
 		for e := range sub.C() {
 			seq = e.Seq
+			d.trim.poke()
 			d.printEvent(e)
 			if e.Kind == program.KindDaemon && e.Data.(*program.DaemonPhase).Phase == program.PhaseStopped {
 				sub.Close()

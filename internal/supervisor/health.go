@@ -55,8 +55,14 @@ type probeResult struct {
 // without one (and says so in its log) rather than without the instance.
 func (in *Instance) openNotify() {
 	in.notes = make(chan *notify.Message, 8)
-	in.mem.over = make(chan memOver, 1)
-	in.probeDone = make(chan probeResult, 1)
+	// Only what the spec uses: each channel the loop selects on holds a
+	// waiter record while the loop sleeps, a thousand of them for nothing.
+	if in.spec.MaxRSS > 0 {
+		in.mem.over = make(chan memOver, 1)
+	}
+	if in.spec.Probe != nil {
+		in.probeDone = make(chan probeResult, 1)
+	}
 	if in.deps.NotifyDir == "" {
 		return
 	}

@@ -86,7 +86,7 @@ type Instance struct {
 	lastExit  *program.LastExit
 	backoff   *program.Backoff
 	nextStart time.Time
-	wake      *time.Timer     // backoff expiry, or stop-grace expiry of cur
+	wake      *time.Timer     // backoff expiry, or stop-grace expiry of cur; nil until first armed
 	waiters   []chan struct{} // stop and remove replies, due once the instance is at rest
 	replies   []chan struct{} // due after the next report, so a caller sees the new state
 	removing  bool
@@ -127,8 +127,6 @@ func LogPath(dir, id string) string {
 
 func (in *Instance) loop() {
 	defer close(in.done)
-	in.wake = time.NewTimer(time.Hour)
-	in.wake.Stop()
 	in.report()
 	for !in.removing || in.cur != nil {
 		select {
@@ -136,7 +134,7 @@ func (in *Instance) loop() {
 			in.handle(c)
 		case st := <-in.exits:
 			in.onExit(st)
-		case <-in.wake.C:
+		case <-in.wakeC():
 			in.onWake()
 		case m := <-in.notes:
 			in.onNotify(*m)
@@ -244,21 +242,28 @@ func (in *Instance) onWake() {
 	}
 }
 
+// arm sets the wake timer, made on first use: most instances just run,
+// and a thousand idle timers (and the waiter each adds to the loop's
+// select) would be memory for nothing.
 func (in *Instance) arm(d time.Duration) {
-	in.wake.Stop()
-	select {
-	case <-in.wake.C:
-	default:
+	if in.wake == nil {
+		in.wake = time.NewTimer(d)
+		return
 	}
-	in.wake.Reset(d)
+	in.wake.Reset(d) // since Go 1.23 Reset also drops a stale expiry
 }
 
 func (in *Instance) disarm() {
-	in.wake.Stop()
-	select {
-	case <-in.wake.C:
-	default:
+	if in.wake != nil {
+		in.wake.Stop() // since Go 1.23 no stale expiry stays in C
 	}
+}
+
+func (in *Instance) wakeC() <-chan time.Time {
+	if in.wake == nil {
+		return nil
+	}
+	return in.wake.C
 }
 
 func (in *Instance) spawn() {

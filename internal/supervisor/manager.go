@@ -53,13 +53,14 @@ func (m *Manager) Add(spec program.Spec) ([]string, error) {
 
 // AddAll registers programs together: one tracked_changed for all of them
 // (a thousand programs at start-up must not publish a thousand growing id
-// lists), then their starts. errs[i] is the error of specs[i].
+// lists), then their starts. errs[i] is the error of specs[i]. The Manager
+// keeps pointers into specs: the caller must not change them afterwards.
 func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	errs = make([]error, len(specs))
 	var starts []*Instance
 	m.mu.Lock()
 	for i := range specs {
-		spec := specs[i]
+		spec := &specs[i] // kept, not copied: a thousand specs are a lot of memory
 		if m.closed {
 			errs[i] = program.ErrStopping
 			continue
@@ -68,7 +69,7 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 			errs[i] = fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
 			continue
 		}
-		g := &group{spec: &spec}
+		g := &group{spec: spec}
 		m.growLocked(g, spec.Instances)
 		m.progs[spec.Name] = g
 		for _, in := range g.insts {
