@@ -19,7 +19,7 @@ roots()          the daemon's pid (tend is one process; programs are its childre
 status_fast      GET /v1/status/NAME:0 on one kept-open HTTP/1.1 connection
                  over the daemon's unix socket
 status_cli       `tend status NAME:0 --json --socket SOCK`
-status_all_cli   `tend ps --json --socket SOCK`
+status_all_cli   `tend ps --socket SOCK` (the table; the daemon renders it)
 graceful_stop    `tend down --socket SOCK` (returns once the daemon stopped answering)
 """
 import atexit
@@ -185,12 +185,15 @@ class Tend(Adapter):
             return None
 
     def status_all_cli(self):
-        r = self._cli(["ps", "--json"], 600)
-        try:
-            items = json.loads(r.stdout or "[]")
-        except ValueError:
-            return {}
-        return {s["program"]: (s.get("pid") or None) for s in items}
+        # The table a human reads, as `sv status` and `supervisorctl status`
+        # print theirs: ID STATE LIFECYCLE PID ... WHY.
+        r = self._cli(["ps"], 600)
+        out = {}
+        for line in (r.stdout or "").splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 4:
+                out[f[0].split(":")[0]] = int(f[3]) if f[3].isdigit() else None
+        return out
 
     def graceful_stop(self):
         if self._conn is not None:
