@@ -108,7 +108,7 @@ func TestAbstractAdmitsOnlyKnownUsers(t *testing.T) {
 	dir := t.TempDir()
 	other := &syscall.Credential{Uid: nobody, Gid: nobody}
 
-	var reasons []error // appended by the reader goroutine, read after next()
+	var reasons []error // appended on the epoll loop, read after next()
 	s, ch := listen(t, filepath.Join(dir, strings.Repeat("a", 110)), Options{OnDrop: func(err error) { reasons = append(reasons, err) }})
 	run(t, s.Addr(), other, bin, "--ready") // its barrier is dropped too, yet its pipe closed
 	run(t, s.Addr(), nil, bin, "STATUS=root")

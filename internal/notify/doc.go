@@ -5,7 +5,7 @@
 //
 // A datagram is newline-separated KEY=VALUE assignments. Parse turns one into
 // a Message; Listen binds a socket and hands every valid Message to a handler,
-// in arrival order, from one reader goroutine per socket. A message belongs to
+// in arrival order, from the shared epoll loop (internal/epoll). A message belongs to
 // the socket that received it: the sender's pid is never used to attribute it
 // (as root, systemd-notify stamps its parent's pid in the credentials).
 //
@@ -13,7 +13,7 @@
 // is always closed at once, because systemd-notify sends BARRIER=1 with a pipe
 // and waits until the server has closed it.
 //
-// Each Socket costs one goroutine parked in the Go netpoller and no read
-// buffer while idle (buffers are pooled and taken only when a datagram is
-// ready), so a daemon can hold a thousand of them.
+// An idle Socket costs a descriptor in the epoll set and no goroutine or read
+// buffer (buffers are pooled and taken only when a datagram is ready), so a
+// daemon can hold a thousand of them.
 package notify

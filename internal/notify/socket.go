@@ -42,7 +42,7 @@ type Options struct {
 	// On an abstract socket its UID is admitted as a sender (see Listen).
 	Owner *Owner
 
-	// OnDrop, when not nil, is called on the reader goroutine with the reason
+	// OnDrop, when not nil, is called on the epoll loop with the reason
 	// for each dropped datagram (an error wrapping ErrMalformed, or a read
 	// problem). It must not block.
 	OnDrop func(error)
@@ -81,11 +81,12 @@ func Listen(path string, handler func(Message)) (*Socket, error) {
 }
 
 // ListenOptions binds a SOCK_DGRAM unix socket at the absolute form of path
-// (sd_notify clients accept only absolute paths) and starts a reader goroutine
-// that calls handler for each valid Message, in arrival order, including a
-// valid datagram with only unknown keys (a zero Message). handler must not
-// block for long: it holds up the messages behind it, and once the kernel's
-// small queue is full, clients block in sd_notify.
+// (sd_notify clients accept only absolute paths) and watches it from the
+// shared epoll loop, which calls handler for each valid Message, in arrival
+// order, including a valid datagram with only unknown keys (a zero Message).
+// handler must not block: the loop serves every socket and output pipe of
+// the daemon, and once the kernel's small queue is full, clients block in
+// sd_notify.
 //
 // A stale socket file at path is replaced (the daemon's state-directory lock
 // makes it ours); any other file there is an error. When the absolute path is

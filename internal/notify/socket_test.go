@@ -188,7 +188,7 @@ func garbage() [][]byte {
 }
 
 func TestGarbageIsDroppedAndCounted(t *testing.T) {
-	var reasons []error // owned by the reader goroutine until the sentinel arrives
+	var reasons []error // owned by the epoll loop until the sentinel arrives
 	s, ch := listen(t, sockPath(t), Options{OnDrop: func(err error) { reasons = append(reasons, err) }})
 	c := dial(t, s)
 	junk := garbage()

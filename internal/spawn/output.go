@@ -22,7 +22,7 @@ import (
 type Output struct {
 	path string
 	fifo string             // the runs' stdout and stderr; "" = an anonymous pipe per run
-	log  *lumberjack.Logger // has its own lock; written by the current run's copier
+	log  *lumberjack.Logger // has its own lock; written from the epoll loop (the runs' output) and by Note
 	last atomic.Int64       // unix nanos of the last byte; 0 = never
 }
 
