@@ -26,19 +26,26 @@ import (
 // its strings instead of holding a copy.
 var baseEnv = sync.OnceValue(os.Environ)
 
+const notifyVar = "NOTIFY_SOCKET"
+
 // Env is the environment of an instance's runs: tend's own, the Spec's env
-// on top, and the TEND_* variables that tell a run who it is. A variable
-// of tend's that nothing overrides keeps its place and shares its string;
-// an override takes the place of the variable it replaces, and new ones
-// follow in name order.
-func Env(s *program.Spec, k int) []string {
-	over := make(map[string]string, len(s.Env)+3)
+// on top, the TEND_* variables that tell a run who it is, and
+// NOTIFY_SOCKET=notifySocket. A NOTIFY_SOCKET of tend's own (systemd's, when
+// tend is a notify service) never reaches a run: with notifySocket "" the
+// run gets the Spec's, or none. A variable of tend's that nothing overrides
+// keeps its place and shares its string; an override takes the place of the
+// variable it replaces, and new ones follow in name order.
+func Env(s *program.Spec, k int, notifySocket string) []string {
+	over := make(map[string]string, len(s.Env)+4)
 	for key, val := range s.Env {
 		over[key] = val
 	}
 	over["TEND_ID"] = program.InstanceID(s.Name, k)
 	over["TEND_PROGRAM"] = s.Name
 	over["TEND_INSTANCE"] = strconv.Itoa(k)
+	if notifySocket != "" {
+		over[notifyVar] = notifySocket
+	}
 
 	base := baseEnv()
 	out := make([]string, 0, len(base)+len(over))
@@ -47,6 +54,7 @@ func Env(s *program.Spec, k int) []string {
 		key, _, _ := strings.Cut(kv, "=")
 		val, ok := over[key]
 		switch {
+		case !ok && key == notifyVar: // tend's own supervisor's, not the run's
 		case !ok:
 			out = append(out, kv)
 		case !seen[key]: // the first of duplicates takes the override

@@ -20,7 +20,7 @@ func TestEnvLayersTendsOwnTheSpecsAndTheInstance(t *testing.T) {
 	s := &program.Spec{Name: "w", Env: map[string]string{"TEND_TEST_OVER": "from-spec", "QUEUE": "default"}}
 	defer func(old func() []string) { baseEnv = old }(baseEnv)
 	baseEnv = os.Environ // read the variables set above
-	env := Env(s, 3)
+	env := Env(s, 3, "")
 	for _, want := range []string{"TEND_TEST_BASE=from-tend", "TEND_TEST_OVER=from-spec", "QUEUE=default", "TEND_ID=w:3", "TEND_PROGRAM=w", "TEND_INSTANCE=3"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("env lacks %s", want)
@@ -34,6 +34,37 @@ func TestEnvLayersTendsOwnTheSpecsAndTheInstance(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("TEND_TEST_OVER appears %d times", n)
+	}
+}
+
+// A NOTIFY_SOCKET in tend's own environment (systemd's, when tend runs as a
+// notify service) never reaches a run: the instance's socket replaces it,
+// and without one the run gets the spec's or none.
+func TestEnvNotifySocketIsTheInstances(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	defer func(old func() []string) { baseEnv = old }(baseEnv)
+	baseEnv = os.Environ
+	notifyVars := func(env []string) (vals []string) {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "NOTIFY_SOCKET="); ok {
+				vals = append(vals, v)
+			}
+		}
+		return vals
+	}
+	s := &program.Spec{Name: "w"}
+	if got := notifyVars(Env(s, 0, "/state/notify/w-0.sock")); !slices.Equal(got, []string{"/state/notify/w-0.sock"}) {
+		t.Errorf("with a socket: NOTIFY_SOCKET %q", got)
+	}
+	if got := notifyVars(Env(s, 0, "")); len(got) != 0 {
+		t.Errorf("without a socket: NOTIFY_SOCKET %q inherited from tend", got)
+	}
+	s.Env = map[string]string{"NOTIFY_SOCKET": "/custom"}
+	if got := notifyVars(Env(s, 0, "")); !slices.Equal(got, []string{"/custom"}) {
+		t.Errorf("the spec's own: NOTIFY_SOCKET %q", got)
+	}
+	if got := notifyVars(Env(s, 0, "@tend/abc")); !slices.Equal(got, []string{"@tend/abc"}) {
+		t.Errorf("the instance's socket wins over the spec's: NOTIFY_SOCKET %q", got)
 	}
 }
 

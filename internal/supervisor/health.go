@@ -91,11 +91,11 @@ func (in *Instance) openNotify() {
 // rather than kept, since a thousand idle copies of tend's environment
 // would be most of the daemon's memory.
 func (in *Instance) runEnv() []string {
-	env := spawn.Env(in.spec, in.k)
+	addr := ""
 	if in.sock != nil {
-		env = append(env, "NOTIFY_SOCKET="+in.sock.Addr())
+		addr = in.sock.Addr()
 	}
-	return env
+	return spawn.Env(in.spec, in.k, addr)
 }
 
 func (in *Instance) closeHealth() {
