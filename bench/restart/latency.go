@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -86,7 +85,7 @@ func (r *rig) exitLatency(ctx context.Context, kills int, gap time.Duration) (re
 // waitRunning pauses gap, then checks that the broker shows pid running
 // for id: the instance is at rest before the next kill.
 func (r *rig) waitRunning(ctx context.Context, id string, pid int, gap time.Duration) error {
-	if err := sleep(ctx, gap); err != nil {
+	if err := measure.Sleep(ctx, gap); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(eventWait)
@@ -98,7 +97,7 @@ func (r *rig) waitRunning(ctx context.Context, id string, pid int, gap time.Dura
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not running as pid %d (state %q)", id, pid, st.State)
 		}
-		if err := sleep(ctx, time.Millisecond); err != nil {
+		if err := measure.Sleep(ctx, time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -120,15 +119,4 @@ func next(ctx context.Context, evs <-chan stamped, kind string) (stamped, error)
 	case <-ctx.Done():
 		return stamped{}, ctx.Err()
 	}
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
 // TestMeasurementsProduceNumbers runs every phase briefly, so CI compiles
@@ -37,7 +39,7 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 			t.Errorf("kill %d: exited after %v, replacement after %v", i, l.exited[i], l.spawned[i])
 		}
 	}
-	if kids := children(); len(kids) > 0 {
+	if kids := measure.Children(); len(kids) > 0 {
 		t.Errorf("children left: %v", kids)
 	}
 
@@ -47,23 +49,5 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	ds := make([]time.Duration, 100)
-	for i := range ds {
-		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond // reversed: percentile sorts
-	}
-	for _, c := range []struct {
-		p    float64
-		want time.Duration
-	}{{50, 50 * time.Millisecond}, {95, 95 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}} {
-		if got := percentile(ds, c.p); got != c.want {
-			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
-		}
-	}
-	if got := percentile(nil, 50); got != 0 {
-		t.Errorf("p50 of nothing = %v", got)
 	}
 }

@@ -7,13 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/broker"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
@@ -213,11 +211,11 @@ func (r *rig) crashLoop(ctx context.Context, warmup, window time.Duration) (res 
 	if _, err := m.Add(benchSpec("crashloop", "/bin/false")); err != nil {
 		return res, err
 	}
-	if err := sleep(ctx, warmup); err != nil {
+	if err := measure.Sleep(ctx, warmup); err != nil {
 		return res, err
 	}
 	n0, ev0, cpu0, t0, u0 := spawned.Load(), r.log.Published(), cpuTime(), time.Now(), sample()
-	if err := sleep(ctx, window); err != nil {
+	if err := measure.Sleep(ctx, window); err != nil {
 		return res, err
 	}
 	n1, ev1, cpu1, t1 := spawned.Load(), r.log.Published(), cpuTime(), time.Now()
@@ -251,7 +249,7 @@ type usage struct {
 }
 
 func sample() usage {
-	return usage{at: time.Now(), ours: rusage(syscall.RUSAGE_SELF) + rusage(syscall.RUSAGE_CHILDREN), busy: machineBusy()}
+	return usage{at: time.Now(), ours: rusage(syscall.RUSAGE_SELF) + rusage(syscall.RUSAGE_CHILDREN), busy: measure.MachineBusy()}
 }
 
 // othersSince is how many CPUs other processes (and the hypervisor, as
@@ -265,72 +263,19 @@ func (u usage) othersSince() float64 {
 	return max(float64(others)/float64(now.at.Sub(u.at)), 0)
 }
 
-// machineBusy sums the non-idle fields of /proc/stat's cpu line (user nice
-// system idle iowait irq softirq steal ...), or -1.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return -1
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return -1
-	}
-	var ticks int64
-	for i, v := range f[1:9] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return -1
-		}
-		if i != 3 && i != 4 { // idle, iowait
-			ticks += n
-		}
-	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on every Linux ABI Go supports
-	return time.Duration(ticks) * tick
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // killChildren SIGKILLs and reaps every child of this process still alive
 // (none, when every Manager has shut down) and returns those it could not
 // get rid of.
 func killChildren(r *reaper.Reaper) []int {
-	kids := children()
+	kids := measure.Children()
 	for _, pid := range kids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for i := 0; i < 250 && len(kids) > 0; i++ {
 		r.Drain()
-		if kids = children(); len(kids) > 0 {
+		if kids = measure.Children(); len(kids) > 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return kids
-}
-
-// children lists this process's children (alive or zombie).
-func children() []int {
-	tasks, _ := os.ReadDir("/proc/self/task")
-	var pids []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-	}
-	slices.Sort(pids)
-	return slices.Compact(pids)
 }

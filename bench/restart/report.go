@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
 // Targets of the restart mechanism.
@@ -43,7 +43,7 @@ const (
 func printReport(w io.Writer, o options, res results) {
 	fmt.Fprintf(w, "tend restart mechanism, in-process: reaper (subreaper on), supervisor.Manager, broker, audit log\n")
 	fmt.Fprintf(w, "%s %s/%s, %d CPUs, load %s; window %v, %d kills %v apart\n\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg(), o.duration, len(res.latency.exited), o.gap)
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), measure.Loadavg(), o.duration, len(res.latency.exited), o.gap)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\ttend\ttarget\tverdict\tpeers, ms unless marked (RESULTS.md)")
@@ -58,15 +58,15 @@ func printReport(w io.Writer, o options, res results) {
 	row("crash loop / baseline", fmt.Sprintf("%.2f", ratio), fmt.Sprintf(">= %.2f", targetRatio), verdict(ratio >= targetRatio), "")
 	row("daemon CPU per restart", ms(c.cpuPerRestart()), "<= "+ms(targetCPUPerRestart),
 		verdict(c.cpuPerRestart() <= targetCPUPerRestart), peerCPUPerRestart)
-	row("kill -> exited event, p50", ms(percentile(l.exited, 50)), "<= "+ms(targetExitedP50),
-		verdict(percentile(l.exited, 50) <= targetExitedP50), peerWaitFloorP50)
-	row("kill -> exited event, p95", ms(percentile(l.exited, 95)), "", "", peerWaitFloorP95)
-	row("kill -> exited event, p99", ms(percentile(l.exited, 99)), "<= "+ms(targetExitedP99),
-		verdict(percentile(l.exited, 99) <= targetExitedP99), "")
-	row("kill -> replacement exec'd, p50", ms(percentile(l.spawned, 50)), "<= "+ms(targetReplacedP50),
-		verdict(percentile(l.spawned, 50) <= targetReplacedP50), peerExecP50)
-	row("kill -> replacement exec'd, p95", ms(percentile(l.spawned, 95)), "", "", peerExecP95)
-	row("kill -> replacement exec'd, p99", ms(percentile(l.spawned, 99)), "", "", "")
+	row("kill -> exited event, p50", ms(measure.Percentile(l.exited, 50)), "<= "+ms(targetExitedP50),
+		verdict(measure.Percentile(l.exited, 50) <= targetExitedP50), peerWaitFloorP50)
+	row("kill -> exited event, p95", ms(measure.Percentile(l.exited, 95)), "", "", peerWaitFloorP95)
+	row("kill -> exited event, p99", ms(measure.Percentile(l.exited, 99)), "<= "+ms(targetExitedP99),
+		verdict(measure.Percentile(l.exited, 99) <= targetExitedP99), "")
+	row("kill -> replacement exec'd, p50", ms(measure.Percentile(l.spawned, 50)), "<= "+ms(targetReplacedP50),
+		verdict(measure.Percentile(l.spawned, 50) <= targetReplacedP50), peerExecP50)
+	row("kill -> replacement exec'd, p95", ms(measure.Percentile(l.spawned, 95)), "", "", peerExecP95)
+	row("kill -> replacement exec'd, p99", ms(measure.Percentile(l.spawned, 99)), "", "", "")
 	tw.Flush()
 
 	perRestart := 0.0
@@ -110,17 +110,4 @@ func verdict(ok bool) string {
 // ms formats d in milliseconds with two decimals.
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-}
-
-// loadavg is the first three fields of /proc/loadavg, or "?".
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

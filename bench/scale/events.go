@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -269,7 +270,7 @@ func (k *killer) rounds(ctx context.Context, n int) ([]time.Duration, error) {
 // atRest pauses gap, then checks that the status API shows the current pid
 // running: the daemon and every subscriber have settled before the kill.
 func (k *killer) atRest(ctx context.Context) error {
-	if err := sleepCtx(ctx, k.gap); err != nil {
+	if err := measure.Sleep(ctx, k.gap); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(eventWait)
@@ -281,7 +282,7 @@ func (k *killer) atRest(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("victim:0 not running as pid %d (state %q, %v)", k.pid, st.State, err)
 		}
-		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+		if err := measure.Sleep(ctx, time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -295,7 +296,7 @@ func (k *killer) untilAll(ctx context.Context, counts []atomic.Int64) error {
 		if _, err := k.rounds(ctx, 1); err != nil {
 			return err
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := measure.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 		idle := 0
@@ -326,7 +327,7 @@ func waitDrained(ctx context.Context, d *daemon, since uint64, counts []atomic.I
 		for i := range counts {
 			fewest = min(fewest, int(counts[i].Load()))
 		}
-		if fewest >= published || time.Now().After(deadline) || sleepCtx(ctx, 20*time.Millisecond) != nil {
+		if fewest >= published || time.Now().After(deadline) || measure.Sleep(ctx, 20*time.Millisecond) != nil {
 			return published, fewest
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -82,14 +83,14 @@ func runFleet(ctx context.Context, bins binaries, dir string, o options, default
 		return res, err
 	}
 	fmt.Fprintf(progress, "  %d running after %v; settling %v, then idle for %v\n", o.n, res.allRunning.Round(time.Millisecond), o.settle, o.idle)
-	if err := sleepCtx(ctx, o.settle); err != nil {
+	if err := measure.Sleep(ctx, o.settle); err != nil {
 		return res, err
 	}
 	u, err := sampleUsage(d.pid)
 	if err != nil {
 		return res, err
 	}
-	if err := sleepCtx(ctx, o.idle); err != nil {
+	if err := measure.Sleep(ctx, o.idle); err != nil {
 		return res, err
 	}
 	if res.idle, err = u.since(d.pid); err != nil {
@@ -122,7 +123,7 @@ func waitFleet(ctx context.Context, d *daemon, n int, res *fleetResult) error {
 		at := time.Now()
 		switch {
 		case errors.Is(err, client.ErrNoDaemon): // the socket is not there yet
-			if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			if err := measure.Sleep(ctx, 5*time.Millisecond); err != nil {
 				return err
 			}
 			continue
@@ -143,7 +144,7 @@ func waitFleet(ctx context.Context, d *daemon, n int, res *fleetResult) error {
 		if full {
 			pause = listEvery
 		}
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := measure.Sleep(ctx, pause); err != nil {
 			return err
 		}
 	}
@@ -303,17 +304,6 @@ func sleepPath() (string, error) {
 		}
 	}
 	return "", errors.New("no sleep binary in /bin or /usr/bin")
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // rawClient is a plain HTTP client of the daemon's socket, for timing the

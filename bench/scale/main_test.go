@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
 // TestMeasurementsProduceNumbers runs every phase with a small fleet, so CI
@@ -53,7 +55,7 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	if len(res.notify.lat) != o.notifies || len(res.notify.requests) < o.notifies {
 		t.Errorf("notify: %d samples, %d requests", len(res.notify.lat), len(res.notify.requests))
 	}
-	if kids := children(); len(kids) > 0 {
+	if kids := measure.Children(); len(kids) > 0 {
 		t.Errorf("children left: %v", kids)
 	}
 

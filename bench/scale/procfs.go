@@ -2,18 +2,14 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// tick is the unit of /proc's CPU times: USER_HZ is 100 on every Linux ABI
-// Go supports.
-const tick = 10 * time.Millisecond
+	"github.com/tend-sh/tend/bench/internal/measure"
+)
 
 // memory is the daemon's footprint, from /proc/PID/smaps_rollup and status.
 type memory struct {
@@ -98,7 +94,7 @@ func readCPU(pid int) (cpu, error) {
 	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	c.ticks = time.Duration(ut+st) * tick
+	c.ticks = time.Duration(ut+st) * measure.Tick
 	return c, nil
 }
 
@@ -128,7 +124,7 @@ type usage struct {
 
 func sampleUsage(pid int) (usage, error) {
 	c, err := readCPU(pid)
-	return usage{daemon: c, self: rusageSelf(), busy: machineBusy()}, err
+	return usage{daemon: c, self: rusageSelf(), busy: measure.MachineBusy()}, err
 }
 
 // since is the window from u to now.
@@ -157,53 +153,4 @@ func rusageSelf() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// machineBusy sums the non-idle fields of /proc/stat's cpu line (user nice
-// system idle iowait irq softirq steal), or -1.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return -1
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return -1
-	}
-	var ticks int64
-	for i, v := range f[1:9] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return -1
-		}
-		if i != 3 && i != 4 { // idle, iowait
-			ticks += n
-		}
-	}
-	return time.Duration(ticks) * tick
-}
-
-// loadavg is the first three fields of /proc/loadavg, or "?".
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
 // Targets.
@@ -41,7 +43,7 @@ func printReport(w io.Writer, o options, res results) {
 	f, wd, fo, nt := res.fleet, res.watched, res.fanout, res.notify
 	fmt.Fprintf(w, "tend daemon at scale: tend up as its own process, N = %d programs of sleep 100000\n", o.n)
 	fmt.Fprintf(w, "%s %s/%s, %d CPUs, load %s; tend built from %s; idle windows %v\n\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadavg(), res.from, o.idle)
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), measure.Loadavg(), res.from, o.idle)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tmeasure\ttend\ttarget\tverdict\tpeers at N=1000 (RESULTS.md)")
@@ -52,26 +54,26 @@ func printReport(w io.Writer, o options, res results) {
 	row("2", "daemon PSS", mib(f.mem.pss), "<= "+mib(targetPSS), verdict(f.mem.pss <= targetPSS), peerPSS)
 	row("", "daemon RSS", mib(f.mem.rss), "", "", peerRSS)
 	row("3", "idle CPU, no watchdog", pct(f.idle.percent()), "<= "+pct(targetIdlePct), verdict(f.idle.percent() <= targetIdlePct), peerIdle)
-	row("4", "GET /v1/status (all), p50", ms(percentile(f.statusRaw, 50)), "<= "+ms(targetStatusP50),
-		verdict(percentile(f.statusRaw, 50) <= targetStatusP50), "")
-	row("", "GET /v1/status (all), p95", ms(percentile(f.statusRaw, 95)), "", "", "")
-	row("", "same + Go client decode, p50", ms(percentile(f.status, 50)), "", "", "")
-	row("", "same + Go client decode, p95", ms(percentile(f.status, 95)), "", "", "")
-	row("", "tend ps, median", ms(percentile(f.ps, 50)), "<= "+ms(targetPS), verdict(percentile(f.ps, 50) <= targetPS), peerList)
+	row("4", "GET /v1/status (all), p50", ms(measure.Percentile(f.statusRaw, 50)), "<= "+ms(targetStatusP50),
+		verdict(measure.Percentile(f.statusRaw, 50) <= targetStatusP50), "")
+	row("", "GET /v1/status (all), p95", ms(measure.Percentile(f.statusRaw, 95)), "", "", "")
+	row("", "same + Go client decode, p50", ms(measure.Percentile(f.status, 50)), "", "", "")
+	row("", "same + Go client decode, p95", ms(measure.Percentile(f.status, 95)), "", "", "")
+	row("", "tend ps, median", ms(measure.Percentile(f.ps, 50)), "<= "+ms(targetPS), verdict(measure.Percentile(f.ps, 50) <= targetPS), peerList)
 	row("5", "idle CPU, max_rss on all", pct(wd.idle.percent()), "<= "+pct(targetWatchedPct6)+" (issue 6)",
 		verdict(wd.idle.percent() <= targetWatchedPct6), "")
 	row("", "", "", "<= "+pct(targetWatchedPct4)+" (issue 4)", verdict(wd.idle.percent() <= targetWatchedPct4), "")
 	row("6", "tend down", secs(f.downCLI), "<= "+secs(targetDown), verdict(f.downCLI <= targetDown), peerDown)
-	added := percentile(fo.crowd, 50) - percentile(fo.alone, 50)
-	row("7", "kill -> exited at SSE, 1 sub, p50", ms(percentile(fo.alone, 50)), "", "", peerExitFloor)
-	row("", "kill -> exited at SSE, 1 sub, p99", ms(percentile(fo.alone, 99)), "", "", "")
-	row("", fmt.Sprintf("same, %d more subs, p50", fo.subscribers), ms(percentile(fo.crowd, 50)), "", "", "")
-	row("", fmt.Sprintf("same, %d more subs, p99", fo.subscribers), ms(percentile(fo.crowd, 99)), "", "", "")
+	added := measure.Percentile(fo.crowd, 50) - measure.Percentile(fo.alone, 50)
+	row("7", "kill -> exited at SSE, 1 sub, p50", ms(measure.Percentile(fo.alone, 50)), "", "", peerExitFloor)
+	row("", "kill -> exited at SSE, 1 sub, p99", ms(measure.Percentile(fo.alone, 99)), "", "", "")
+	row("", fmt.Sprintf("same, %d more subs, p50", fo.subscribers), ms(measure.Percentile(fo.crowd, 50)), "", "", "")
+	row("", fmt.Sprintf("same, %d more subs, p99", fo.subscribers), ms(measure.Percentile(fo.crowd, 99)), "", "", "")
 	row("", "added by the crowd, p50", ms(added), "<= "+ms(targetFanoutAdded), verdict(added <= targetFanoutAdded), "")
-	row("", "added by the crowd, p99", ms(percentile(fo.crowd, 99)-percentile(fo.alone, 99)), "", "", "")
-	row("8", "STATUS= sent -> GET status, p50", ms(percentile(nt.lat, 50)), "<= "+ms(targetNotifyP50),
-		verdict(percentile(nt.lat, 50) <= targetNotifyP50), peerStatusKill)
-	row("", "STATUS= sent -> GET status, p95", ms(percentile(nt.lat, 95)), "", "", "")
+	row("", "added by the crowd, p99", ms(measure.Percentile(fo.crowd, 99)-measure.Percentile(fo.alone, 99)), "", "", "")
+	row("8", "STATUS= sent -> GET status, p50", ms(measure.Percentile(nt.lat, 50)), "<= "+ms(targetNotifyP50),
+		verdict(measure.Percentile(nt.lat, 50) <= targetNotifyP50), peerStatusKill)
+	row("", "STATUS= sent -> GET status, p95", ms(measure.Percentile(nt.lat, 95)), "", "", "")
 	tw.Flush()
 
 	fmt.Fprintf(w, `
@@ -108,12 +110,12 @@ Notes:
 		mib(wd.mem.pss), mib(wd.mem.rss), wd.mem.threads,
 		ms(f.idle.run), f.idle.elapsed.Round(time.Millisecond), ms(f.idle.ticks), rate(f.idle.wakeups, f.idle.elapsed),
 		ms(wd.idle.run), rate(wd.idle.wakeups, wd.idle.elapsed), cpus(f.idle.others), cpus(wd.idle.others),
-		kib(f.statusSize), f.n, ms(percentile(f.ps, 95)),
+		kib(f.statusSize), f.n, ms(measure.Percentile(f.ps, 95)),
 		ms(f.downCLI), ms(f.downExit), ms(wd.downExit),
 		fo.subscribers, fo.delivered, fo.published, o.gap,
 		ms(perKill(fo.aloneCPU.run, fo.alone)), ms(perKill(fo.crowdCPU.run, fo.crowd)),
 		ms(perKill(fo.aloneSelf, fo.alone)), ms(perKill(fo.crowdSelf, fo.crowd)),
-		len(nt.lat), notifyEvery, nt.missed, ms(percentile(nt.requests, 50)))
+		len(nt.lat), notifyEvery, nt.missed, ms(measure.Percentile(nt.requests, 50)))
 }
 
 func verdict(ok bool) string {

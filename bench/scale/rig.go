@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/client"
 )
 
@@ -222,7 +222,7 @@ func becomeSubreaper() error {
 func killOrphans(keep ...int) int {
 	var found int
 	for range 50 {
-		kids := slices.DeleteFunc(children(), func(p int) bool { return slices.Contains(keep, p) })
+		kids := slices.DeleteFunc(measure.Children(), func(p int) bool { return slices.Contains(keep, p) })
 		if len(kids) == 0 {
 			return found
 		}
@@ -239,22 +239,6 @@ func killOrphans(keep ...int) int {
 		}
 	}
 	return found
-}
-
-// children lists this process's children (alive or zombie).
-func children() []int {
-	tasks, _ := os.ReadDir("/proc/self/task")
-	var pids []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, n)
-			}
-		}
-	}
-	slices.Sort(pids)
-	return slices.Compact(pids)
 }
 
 func withoutEnv(env []string, name string) []string {
