@@ -49,8 +49,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	switch view := r.URL.Query().Get("view"); view {
 	case "", "full":
 		writeJSON(w, http.StatusOK, list)
-	case "summary":
-		writeJSON(w, http.StatusOK, summarize(list))
 	case "table":
 		width, err := intParam(r, "width", 120)
 		if err == nil && (width < 1 || width > maxTableWidth) {
@@ -62,7 +60,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		return human.Table(w, list, width)
 	default:
-		return badRequest(fmt.Sprintf("view=%q: want full, summary or table", view))
+		return badRequest(fmt.Sprintf("view=%q: want full or table", view))
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func TestRoutes(t *testing.T) {
 		{name: "health", method: "GET", path: "/healthz", code: 200, want: `{"ok":true,"version":"1.2.3"}`},
 		{name: "list", method: "GET", path: "/v1/status", code: 200, contains: `"id":"web:1"`},
 		{name: "list bad agents", method: "GET", path: "/v1/status?agents=maybe", code: 400, contains: `agents=`},
-		{name: "list summary", method: "GET", path: "/v1/status?view=summary", code: 200, contains: `"why":`},
+		{name: "list full", method: "GET", path: "/v1/status?view=full", code: 200, contains: `"why":`},
 		{name: "list table width 0", method: "GET", path: "/v1/status?view=table&width=0", code: 400, contains: `width=0: want 1 to 10000`},
 		{name: "list table width not a number", method: "GET", path: "/v1/status?view=table&width=wide", code: 400, contains: `width=`},
 		{name: "list bad view", method: "GET", path: "/v1/status?view=tiny", code: 400, contains: `view=`},

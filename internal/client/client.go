@@ -107,14 +107,12 @@ func (c *Client) Health() (version string, err error) {
 
 // List returns every instance's status (only agents with agentsOnly).
 func (c *Client) List(agentsOnly bool) ([]program.Status, error) {
-	return c.list(agentsOnly, false)
-}
-
-// ListSummary is List without the process trees and the other fields a
-// table does not show (GET /v1/status?view=summary): a fraction of the bytes
-// to send and decode for a thousand instances.
-func (c *Client) ListSummary(agentsOnly bool) ([]program.Status, error) {
-	return c.list(agentsOnly, true)
+	q := url.Values{}
+	if agentsOnly {
+		q.Set("agents", "1")
+	}
+	var out []program.Status
+	return out, c.call(context.Background(), "GET", "/v1/status", q, nil, &out)
 }
 
 // Table returns the ps table as the daemon renders it
@@ -150,17 +148,6 @@ func (c *Client) raw(path string, q url.Values) ([]byte, error) {
 	return b, nil
 }
 
-func (c *Client) list(agentsOnly, summary bool) ([]program.Status, error) {
-	q := url.Values{}
-	if agentsOnly {
-		q.Set("agents", "1")
-	}
-	if summary {
-		q.Set("view", "summary")
-	}
-	var out []program.Status
-	return out, c.call(context.Background(), "GET", "/v1/status", q, nil, &out)
-}
 
 // Status returns one instance's status.
 func (c *Client) Status(id string) (program.Status, error) {
