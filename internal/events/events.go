@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,17 +63,16 @@ type Log struct {
 	now       func() time.Time
 	buffer    int
 
-	mu   sync.Mutex
-	seq  uint64                   // the last seq assigned; guarded by mu
-	day  string                   // the day of the file appended to, never decreasing; guarded by mu
-	f    *os.File                 // that file, or nil after an error (reopened by the next Publish); guarded by mu
-	subs map[*Subscription]uint64 // subscribers Publish delivers to, with their order of arrival; guarded by mu
-	// order is subs oldest first, rebuilt by Publish when nil; guarded by mu.
-	// Delivering in that order gives the subscribers that were there first
-	// (a supervisor's watcher, say) the first wake-ups when a crowd of later
-	// ones (dashboards) shares the CPUs.
-	order   []*Subscription
-	arrived uint64 // subscriptions so far; guarded by mu
+	mu  sync.Mutex
+	seq uint64   // the last seq assigned; guarded by mu
+	day string   // the day of the file appended to, never decreasing; guarded by mu
+	f   *os.File // that file, or nil after an error (reopened by the next Publish); guarded by mu
+	// subs are the subscribers Publish delivers to, oldest first: those that
+	// were there first (a supervisor's watcher, say) get the first wake-ups
+	// when a crowd of later ones (dashboards) shares the CPUs. The slice is
+	// replaced, never changed in place, so Publish can range over it while a
+	// cut-off removes one; guarded by mu.
+	subs []*Subscription
 	// filling holds the subscriptions whose backlog goroutine runs, cut off
 	// or not, so Close can stop them; guarded by mu.
 	filling map[*Subscription]struct{}
@@ -133,7 +131,6 @@ func newLog(opts Options) *Log {
 		retention: cmp.Or(opts.Retention, DefaultRetention),
 		now:       opts.Now,
 		buffer:    opts.Buffer,
-		subs:      make(map[*Subscription]uint64),
 		filling:   make(map[*Subscription]struct{}),
 		stop:      make(chan struct{}),
 		pruned:    make(chan struct{}),
@@ -187,14 +184,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 	e.JSON = line[:len(line):len(line)] // the append below must not write into what readers share
 	l.appendLocked(e.TS, append(line, '\n'))
 	l.published.Add(1)
-	if l.order == nil {
-		l.order = make([]*Subscription, 0, len(l.subs))
-		for s := range l.subs {
-			l.order = append(l.order, s)
-		}
-		slices.SortFunc(l.order, func(a, b *Subscription) int { return cmp.Compare(l.subs[a], l.subs[b]) })
-	}
-	for _, s := range l.order { // a copy: a cut-off subscriber leaves subs and resets order
+	for _, s := range l.subs {
 		s.deliverLocked(e)
 	}
 	return e
@@ -371,7 +361,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	for s := range l.subs {
+	for _, s := range l.subs {
 		s.closeLocked()
 	}
 	for s := range l.filling {

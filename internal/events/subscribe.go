@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -52,9 +53,7 @@ func (l *Log) Subscribe(since uint64) *Subscription {
 	// Registered under the lock that assigns seqs: every event <= upto is
 	// already in the files, every later one reaches this subscription.
 	upto := l.seq
-	l.arrived++
-	l.subs[s] = l.arrived
-	l.order = nil
+	l.subs = append(l.subs, s)
 	if since >= upto {
 		s.live = true
 		return s
@@ -111,10 +110,12 @@ func (s *Subscription) closeOutLocked() {
 	}
 }
 
-// unsubscribeLocked stops Publish from delivering to s.
+// unsubscribeLocked stops Publish from delivering to s. It builds a new
+// slice: Publish may be ranging over the old one.
 func (l *Log) unsubscribeLocked(s *Subscription) {
-	delete(l.subs, s)
-	l.order = nil
+	if i := slices.Index(l.subs, s); i >= 0 {
+		l.subs = slices.Concat(l.subs[:i], l.subs[i+1:])
+	}
 }
 
 // deliverLocked hands a new event to the subscriber without blocking, or
