@@ -54,7 +54,6 @@ type probeResult struct {
 // openNotify gives the instance its own NOTIFY_SOCKET. A failure leaves it
 // without one (and says so in its log) rather than without the instance.
 func (in *Instance) openNotify() {
-	in.notes = make(chan *notify.Message, 8)
 	// Only what the spec uses: each channel the loop selects on holds a
 	// waiter record while the loop sleeps, a thousand of them for nothing.
 	if in.spec.MaxRSS > 0 {
@@ -71,6 +70,7 @@ func (in *Instance) openNotify() {
 	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
 		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
 	}
+	in.notes = make(chan *notify.Message, 8)
 	sock, err := notify.ListenOptions(path, func(m notify.Message) {
 		select {
 		case in.notes <- &m:
