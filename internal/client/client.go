@@ -148,7 +148,6 @@ func (c *Client) raw(path string, q url.Values) ([]byte, error) {
 	return b, nil
 }
 
-
 // Status returns one instance's status.
 func (c *Client) Status(id string) (program.Status, error) {
 	var out program.Status
