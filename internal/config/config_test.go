@@ -40,14 +40,19 @@ state_dir = "state"
 http = "127.0.0.1:7070"
 subreaper = false
 audit_retention = "48h"
+audit_max_size = "64MiB"
+cgroup = "off"
+forward_output = true
 
 [program.worker]
 command = ["python3", "worker.py", "--queue", "default"]
 cwd = "work"
 env = { QUEUE = "default", EMPTY = "" }
+env_file = "worker.env"
 instances = 3
 agent = true
 turn_idle_after = "20s"
+turn_grace = "10m"
 user = "nobody"
 group = "nogroup"
 restart = "on-failure"
@@ -69,6 +74,7 @@ clean_restart_window = "2m"
 clean_restart_backoff = "5s"
 rss_exit_code = 42
 max_rss = "2GiB"
+memory_max = "4GiB"
 rss_backoff = "1m"
 rss_loop_budget = 6
 rss_loop_window = "1h"
@@ -94,13 +100,18 @@ max_files = 9
 func TestFullExample(t *testing.T) {
 	path := writeFile(t, "tend.toml", fullExample)
 	dir := filepath.Dir(path)
+	envFile := "# the worker's secrets\nQUEUE=ignored\nexport TOKEN='a b'\nMODE=fast # inline comment\n"
+	if err := os.WriteFile(filepath.Join(dir, "worker.env"), []byte(envFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantDaemon := program.Daemon{
 		StateDir: filepath.Join(dir, "state"), HTTP: "127.0.0.1:7070",
-		Subreaper: false, AuditRetention: 48 * time.Hour,
+		Subreaper: false, AuditRetention: 48 * time.Hour, AuditMaxSize: 64 << 20,
+		Cgroup: program.CgroupOff, ForwardOutput: true,
 	}
 	if cfg.File != path || cfg.Daemon != wantDaemon {
 		t.Errorf("file %q daemon %+v, want %q %+v", cfg.File, cfg.Daemon, path, wantDaemon)
@@ -109,9 +120,11 @@ func TestFullExample(t *testing.T) {
 		Name:    "worker",
 		Command: []string{"python3", "worker.py", "--queue", "default"},
 		Cwd:     filepath.Join(dir, "work"),
-		Env:     map[string]string{"QUEUE": "default", "EMPTY": ""},
+		Env:     map[string]string{"QUEUE": "default", "EMPTY": "", "TOKEN": "a b", "MODE": "fast"},
+		EnvFile: filepath.Join(dir, "worker.env"),
 
-		Instances: 3, Agent: true, TurnIdleAfter: 20 * time.Second, User: "nobody", Group: "nogroup",
+		Instances: 3, Agent: true, TurnIdleAfter: 20 * time.Second, TurnGrace: 10 * time.Minute,
+		User: "nobody", Group: "nogroup",
 		Restart: program.RestartOnFailure, Autostart: false, Ready: program.ReadyNotify, StartTimeout: 45 * time.Second,
 		StopSignal: syscall.SIGINT, StopGrace: 3 * time.Second,
 
@@ -120,7 +133,7 @@ func TestFullExample(t *testing.T) {
 		MaxCrashes: 7, HardMaxCrashes: 20,
 		CleanRestartBudget: 4, CleanRestartWindow: 2 * time.Minute, CleanRestartBackoff: 5 * time.Second,
 
-		RSSExitCode: 42, MaxRSS: 2 << 30, RSSBackoff: time.Minute, RSSLoopBudget: 6, RSSLoopWindow: time.Hour,
+		RSSExitCode: 42, MaxRSS: 2 << 30, MemoryMax: 4 << 30, RSSBackoff: time.Minute, RSSLoopBudget: 6, RSSLoopWindow: time.Hour,
 
 		Watchdog: 30 * time.Second, IdleOutputTimeout: 10 * time.Minute, WedgeChecks: 2,
 		WedgeStartupGrace: time.Minute, WedgeRestartGrace: 15 * time.Second,
@@ -156,7 +169,8 @@ func TestDefaultsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDaemon := program.Daemon{StateDir: filepath.Join(dir, ".tend"), Subreaper: true, AuditRetention: 336 * time.Hour}
+	wantDaemon := program.Daemon{StateDir: filepath.Join(dir, ".tend"), Subreaper: true, AuditRetention: 336 * time.Hour,
+		AuditMaxSize: 1 << 30, Cgroup: program.CgroupAuto}
 	if cfg.Daemon != wantDaemon {
 		t.Errorf("daemon %+v, want %+v", cfg.Daemon, wantDaemon)
 	}

@@ -13,11 +13,13 @@ import (
 const (
 	defaultStateDir       = ".tend"
 	defaultAuditRetention = 336 * time.Hour
+	defaultAuditMaxSize   = 1 << 30
 	defaultCwd            = "."
 
 	// Bounds that SPEC 2 leaves to us.
 	maxInstances   = 10000
 	minLogFileSize = 4 << 10 // smaller files would rotate on every few lines
+	minAuditSize   = 1 << 20 // a day of a quiet fleet's events must fit
 )
 
 func defaultDaemon() program.Daemon {
@@ -25,6 +27,8 @@ func defaultDaemon() program.Daemon {
 		StateDir:       defaultStateDir,
 		Subreaper:      true,
 		AuditRetention: defaultAuditRetention,
+		AuditMaxSize:   defaultAuditMaxSize,
+		Cgroup:         program.CgroupAuto,
 	}
 }
 
@@ -77,12 +81,13 @@ func defaultProbe() program.Probe {
 
 // programKeys are the keys of a [program.NAME] table (and of [defaults]).
 var programKeys = []string{
-	"command", "shell", "cwd", "env", "instances", "agent", "turn_idle_after", "user", "group",
+	"command", "shell", "cwd", "env", "env_file", "instances", "agent", "turn_idle_after", "turn_grace",
+	"user", "group",
 	"restart", "autostart", "ready", "start_timeout", "stop_signal", "stop_grace",
 	"backoff_initial", "backoff_max", "backoff_jitter", "clean_exit_codes", "fatal_exit_codes",
 	"stable_run_reset", "max_crashes", "hard_max_crashes",
 	"clean_restart_budget", "clean_restart_window", "clean_restart_backoff",
-	"rss_exit_code", "max_rss", "rss_backoff", "rss_loop_budget", "rss_loop_window",
+	"rss_exit_code", "max_rss", "memory_max", "rss_backoff", "rss_loop_budget", "rss_loop_window",
 	"watchdog", "idle_output_timeout", "wedge_checks", "wedge_startup_grace",
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
@@ -91,6 +96,7 @@ var programKeys = []string{
 var (
 	probeKeys  = []string{"exec", "http", "interval", "timeout", "failure_threshold"}
 	logsKeys   = []string{"max_size", "max_files"}
-	daemonKeys = []string{"state_dir", "http", "subreaper", "audit_retention"}
+	daemonKeys = []string{"state_dir", "http", "tls_cert", "tls_key", "subreaper", "audit_retention",
+		"audit_max_size", "cgroup", "forward_output"}
 	topKeys    = []string{"daemon", "defaults", "program"}
 )

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -68,41 +69,86 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 	}
 	s.Cwd = resolve(d.baseDir, s.Cwd)
 	d.setEnv(v, "env", &s.Env)
+	d.envFile(v, s)
 	d.setInt(v, "instances", &s.Instances, d.minInstances, maxInstances)
 	d.setBool(v, "agent", &s.Agent)
 	d.setDuration(v, "turn_idle_after", &s.TurnIdleAfter, positive)
-	if p, ok := d.setString(v, "user", &s.User); ok && s.User != "" {
-		if msg := checkAccount(s.User, false); msg != "" {
-			d.add(p, msg)
+	d.setDuration(v, "turn_grace", &s.TurnGrace, orZero)
+	userPath, _ := d.setString(v, "user", &s.User)
+	groupPath, _ := d.setString(v, "group", &s.Group)
+	if s.User != "" {
+		if msg := checkUser(s.User); msg != "" {
+			d.add(userPath, msg)
 		}
 	}
-	if p, ok := d.setString(v, "group", &s.Group); ok && s.Group != "" {
-		if msg := checkAccount(s.Group, true); msg != "" {
-			d.add(p, msg)
+	if s.Group != "" {
+		if msg := checkGroup(s.Group, s.User); msg != "" {
+			d.add(groupPath, msg)
 		}
 	}
 }
 
-// checkAccount says what is wrong with running as user (or group) name:
-// only root may switch accounts, and the account must exist.
-func checkAccount(name string, group bool) string {
-	if uid := os.Geteuid(); uid != 0 {
-		return fmt.Sprintf("running a program as another account needs tend to run as root (it runs as uid %d)", uid)
+// envFile reads env_file and puts its variables under env's: the file is
+// read now, so a missing or malformed one stops the load (SPEC 13), and a
+// reload reads it again.
+func (d *programDecoder) envFile(v view, s *program.Spec) {
+	p, ok := d.setString(v, "env_file", &s.EnvFile)
+	if !ok || s.EnvFile == "" {
+		s.EnvFile = ""
+		return
 	}
-	var err error
-	if group {
-		if _, err = user.LookupGroup(name); err != nil {
-			_, err = user.LookupGroupId(name)
-		}
-	} else if _, err = user.Lookup(name); err != nil {
-		_, err = user.LookupId(name)
-	}
+	s.EnvFile = resolve(d.baseDir, s.EnvFile)
+	data, err := os.ReadFile(s.EnvFile)
 	if err != nil {
-		what := "user"
-		if group {
-			what = "group"
+		d.add(p, fmt.Sprintf("cannot read %s: %v", s.EnvFile, unwrapPathError(err)))
+		return
+	}
+	vars, err := ParseEnvFile(s.EnvFile, data)
+	if err != nil {
+		d.add(p, err.Error())
+		return
+	}
+	for k, val := range s.Env {
+		vars[k] = val // env applies after env_file
+	}
+	s.Env = vars
+}
+
+// checkUser says what is wrong with running as user name: as root any
+// account of this machine will do; otherwise only tend's own user, since
+// nothing else can be switched to.
+func checkUser(name string) string {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return fmt.Sprintf("no user %q on this machine", name)
 		}
-		return fmt.Sprintf("no %s %q on this machine", what, name)
+	}
+	if uid := os.Geteuid(); uid != 0 && u.Uid != strconv.Itoa(uid) {
+		return fmt.Sprintf("running a program as user %q needs tend to run as root (it runs as uid %d; only its own user can be named)", name, uid)
+	}
+	return ""
+}
+
+// checkGroup says what is wrong with running as group name. As root a
+// group alone would keep root's user and supplementary groups, which is
+// not what anyone means by it, so it needs a user beside it; as another
+// user only its own primary group can be named.
+func checkGroup(name, userName string) string {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		if g, err = user.LookupGroupId(name); err != nil {
+			return fmt.Sprintf("no group %q on this machine", name)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if userName == "" {
+			return "group without user: set user too (as root, a group alone would keep root's user)"
+		}
+		return ""
+	}
+	if gid := os.Getegid(); g.Gid != strconv.Itoa(gid) {
+		return fmt.Sprintf("running a program as group %q needs tend to run as root (it runs as gid %d; only its own group can be named)", name, gid)
 	}
 	return ""
 }
@@ -154,6 +200,7 @@ func (d *programDecoder) crashes(v view, s *program.Spec) {
 func (d *programDecoder) memoryAndWedges(v view, s *program.Spec) {
 	d.setInt(v, "rss_exit_code", &s.RSSExitCode, 0, 255)
 	d.setSize(v, "max_rss", &s.MaxRSS, 0)
+	d.setSize(v, "memory_max", &s.MemoryMax, 0)
 	d.setDuration(v, "rss_backoff", &s.RSSBackoff, orZero)
 	d.setInt(v, "rss_loop_budget", &s.RSSLoopBudget, 0, maxInt)
 	d.setDuration(v, "rss_loop_window", &s.RSSLoopWindow, positive)

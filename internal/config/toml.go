@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -113,8 +114,33 @@ func (c *collector) daemon(doc map[string]any, dir string) (dm program.Daemon) {
 			c.add(p, fmt.Sprintf(`must be host:port like "127.0.0.1:7070" (or "" for none), got %q`, dm.HTTP))
 		}
 	}
+	tlsCert, _ := c.setString(v, "tls_cert", &dm.TLSCert)
+	tlsKey, _ := c.setString(v, "tls_key", &dm.TLSKey)
+	switch {
+	case (dm.TLSCert == "") != (dm.TLSKey == ""):
+		if tlsCert == nil {
+			tlsCert = tlsKey
+		}
+		c.add(tlsCert, "set tls_cert and tls_key together (a PEM certificate and its private key)")
+	case dm.TLSCert != "" && dm.HTTP == "":
+		c.add(tlsCert, `tls_cert needs http = "host:port" to serve on`)
+	case dm.TLSCert != "":
+		dm.TLSCert, dm.TLSKey = resolve(dir, dm.TLSCert), resolve(dir, dm.TLSKey)
+	}
 	c.setBool(v, "subreaper", &dm.Subreaper)
 	c.setDuration(v, "audit_retention", &dm.AuditRetention, positive)
+	c.setSize(v, "audit_max_size", &dm.AuditMaxSize, minAuditSize)
+	if p, ok := c.setString(v, "cgroup", &dm.Cgroup); ok {
+		switch {
+		case dm.Cgroup == program.CgroupAuto, dm.Cgroup == program.CgroupOff:
+		case filepath.IsAbs(dm.Cgroup) && !strings.ContainsRune(dm.Cgroup, 0):
+			dm.Cgroup = filepath.Clean(dm.Cgroup)
+		default:
+			c.add(p, fmt.Sprintf(`must be "auto", "off" or an absolute directory inside a cgroup2 mount, got %q`, dm.Cgroup))
+			dm.Cgroup = program.CgroupAuto
+		}
+	}
+	c.setBool(v, "forward_output", &dm.ForwardOutput)
 	return dm
 }
 

@@ -37,11 +37,13 @@ type Spec struct {
 	Command []string          // argv; exactly one of Command and Shell is set
 	Shell   string            // run as /bin/sh -c Shell
 	Cwd     string            // absolute (config resolves it against the config file's folder)
-	Env     map[string]string // added to tend's own environment
+	Env     map[string]string // added to tend's own environment, after EnvFile's
+	EnvFile string            // absolute path of a KEY=VALUE file read at load; "" = none (its values are already in Env)
 
 	Instances     int           // >= 1 (0 is allowed over the API only as "none")
 	Agent         bool          // an AI agent: status reports turns
 	TurnIdleAfter time.Duration // silence after which an agent is idle; default 10s
+	TurnGrace     time.Duration // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
 	User, Group   string        // run as this account (tend must be root)
 
 	Restart      string        // RestartAlways | RestartOnFailure | RestartNever
@@ -67,6 +69,7 @@ type Spec struct {
 
 	RSSExitCode   int           // default 12
 	MaxRSS        int64         // bytes; 0 = no memory watchdog
+	MemoryMax     int64         // bytes; the run's cgroup memory.max (SPEC 12); 0 = no limit
 	RSSBackoff    time.Duration // default 30s
 	RSSLoopBudget int           // default 3
 	RSSLoopWindow time.Duration // default 10m
@@ -121,12 +124,23 @@ func contains(list []int, v int) bool {
 	return false
 }
 
-// Daemon is the [daemon] table.
+// Cgroup modes of [daemon] cgroup besides a directory (SPEC 12).
+const (
+	CgroupAuto = "auto" // use cgroup v2 where tend may create groups below its own
+	CgroupOff  = "off"  // never: process groups and trees only
+)
+
+// Daemon is the [daemon] table. It is comparable: a reload compares it whole.
 type Daemon struct {
 	StateDir       string        // absolute; default ".tend" beside the config file
 	HTTP           string        // TCP listen address for the dashboard and API; "" = none
+	TLSCert        string        // absolute path of a PEM certificate for HTTP; set with TLSKey or not at all
+	TLSKey         string        // absolute path of its PEM private key
 	Subreaper      bool          // PR_SET_CHILD_SUBREAPER; default true
 	AuditRetention time.Duration // default 336h
+	AuditMaxSize   int64         // bytes the audit directory may hold; the oldest files go first; default 1GiB
+	Cgroup         string        // CgroupAuto (default), CgroupOff, or an absolute directory in a cgroup2 mount
+	ForwardOutput  bool          // also print every captured line on tend's stdout as "NAME:K | line"; default false
 }
 
 // Config is a whole loaded configuration.
