@@ -98,5 +98,5 @@ var (
 	logsKeys   = []string{"max_size", "max_files"}
 	daemonKeys = []string{"state_dir", "http", "tls_cert", "tls_key", "subreaper", "audit_retention",
 		"audit_max_size", "cgroup", "forward_output"}
-	topKeys    = []string{"daemon", "defaults", "program"}
+	topKeys = []string{"daemon", "defaults", "program"}
 )
