@@ -21,6 +21,7 @@ package api
 // about them.
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -231,6 +232,12 @@ func (s *Server) ServeTCP(l net.Listener, token string) error {
 	return nil
 }
 
+// untrustedKey marks a request the guard let through without credentials.
+type untrustedKey struct{}
+
+// trusted reports whether r came over the unix socket or proved itself.
+func trusted(r *http.Request) bool { return r.Context().Value(untrustedKey{}) == nil }
+
 // How a request proved who it is.
 type credential int
 
@@ -251,6 +258,13 @@ func (s *Server) guard(token string) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		switch p := path.Clean(r.URL.Path); {
 		case p == "/healthz":
+			api.ServeHTTP(w, r)
+			return
+		case p == "/readyz":
+			// Open to probes, but the ids not ready only with the token.
+			if cred, err := s.credential(r, want); err != nil || cred != byToken {
+				r = r.WithContext(context.WithValue(r.Context(), untrustedKey{}, true))
+			}
 			api.ServeHTTP(w, r)
 			return
 		case p == "/login":

@@ -5,6 +5,7 @@ package api
 // clock; a small stub stands in for the daemon.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -36,18 +37,22 @@ func (b *stubBackend) List(bool) []program.Status {
 	return []program.Status{{ID: "web:0", Program: "web", State: program.StateRunning}}
 }
 
-func (b *stubBackend) Status(id string) (program.Status, error) {
-	if id != "web:0" {
-		return program.Status{}, program.ErrNotFound
+func (b *stubBackend) Status(sel string) ([]program.Status, error) {
+	if sel != "web:0" && sel != "web" && sel != "all" {
+		return nil, program.ErrNotFound
 	}
-	return b.List(false)[0], nil
+	return b.List(false), nil
 }
 
-func (b *stubBackend) Restart(sel string) ([]string, error) {
+func (b *stubBackend) Restart(_ context.Context, sel string, _ program.ActOptions) (program.ActResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.restarts = append(b.restarts, sel)
-	return []string{"web:0"}, nil
+	return program.ActResult{IDs: []string{"web:0"}}, nil
+}
+
+func (b *stubBackend) Readiness() program.Readiness {
+	return program.Readiness{Ready: false, Instances: 1, NotReady: []string{"web:0"}}
 }
 
 func (b *stubBackend) ParseProgram([]byte) (program.Spec, error) {

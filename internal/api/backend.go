@@ -14,18 +14,27 @@ type Backend interface {
 	// List returns one consistent snapshot of every instance, sorted by id;
 	// agentsOnly keeps the agents.
 	List(agentsOnly bool) []program.Status
-	// Status returns one instance by exact id "name:k".
-	Status(id string) (program.Status, error)
+	// Status returns the instances a selector names, sorted: one for
+	// "name:k", every instance of a bare name, every instance for "all".
+	Status(sel string) ([]program.Status, error)
 	// Add registers and (if autostart) starts a program; it returns its ids.
-	Add(spec program.Spec) ([]string, error)
+	// source is the request body it was parsed from, kept so the program
+	// outlives a daemon restart (SPEC 10).
+	Add(spec program.Spec, source []byte) ([]string, error)
 	// Remove stops every instance of the program and forgets it.
 	Remove(ctx context.Context, name string) error
-	// Start, Stop and Restart act on a selector ("all", "name", "name:k") and
-	// return the ids acted on. Stop returns once those instances have stopped
-	// (or ctx ends); Start and Restart return once the command is accepted.
-	Start(sel string) ([]string, error)
-	Stop(ctx context.Context, sel string) ([]string, error)
-	Restart(sel string) ([]string, error)
+	// Start, Stop and Restart act on a selector ("all", "name", "name:k").
+	// Without opts.Wait they return once the command is taken; with it,
+	// once done (see program.ActOptions), or when ctx ends (the instances
+	// not done by then are in Failed).
+	Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error)
+	Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error)
+	Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error)
+	// Scale sets a program's instance count; it returns the ids it has now.
+	Scale(ctx context.Context, name string, instances int) ([]string, error)
+	// Readiness says whether every instance that should run is running and
+	// ready (GET /readyz).
+	Readiness() program.Readiness
 	// Reload re-reads the config file; a config with errors changes nothing
 	// and returns an error wrapping program.ErrBadConfig with the messages.
 	Reload() (ReloadResult, error)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
+	"github.com/tend-sh/tend/internal/program"
 )
 
 // askedBackend is the fake backend with a LogPath that, like a careless
@@ -53,9 +54,9 @@ func (b *askedBackend) LogPath(id string) (string, error) {
 	return filepath.Join(b.LogDir, id+".log"), nil
 }
 
-func (b *askedBackend) Restart(sel string) ([]string, error) {
+func (b *askedBackend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
 	b.record(sel)
-	return b.Backend.Restart(sel)
+	return b.Backend.Restart(ctx, sel, opts)
 }
 
 func (b *askedBackend) Remove(ctx context.Context, name string) error {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,15 +71,22 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 const maxTableWidth = 10000
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	if _, _, ok := program.SplitID(id); !ok {
-		return lookupError{fmt.Errorf("%w: %q is not an instance id (name:k)", program.ErrNotFound, id)}
-	}
-	st, err := s.b.Status(id)
+	sel, err := selectorParam(r.PathValue("id"))
 	if err != nil {
 		return lookupError{err}
 	}
-	writeJSON(w, http.StatusOK, st)
+	list, err := s.b.Status(sel)
+	if err != nil {
+		return lookupError{err}
+	}
+	if _, _, one := program.SplitID(sel); one { // NAME:K: the object itself
+		if len(list) == 0 {
+			return lookupError{fmt.Errorf("%w: %s", program.ErrNotFound, sel)}
+		}
+		writeJSON(w, http.StatusOK, list[0])
+		return nil
+	}
+	writeJSON(w, http.StatusOK, nonNil(list))
 	return nil
 }
 
@@ -108,7 +117,7 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	ids, err := s.b.Add(spec)
+	ids, err := s.b.Add(spec, body)
 	if err != nil {
 		return err
 	}
@@ -128,7 +137,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// idsBody answers the operator actions and add.
+// idsBody answers add and scale.
 type idsBody struct {
 	IDs []string `json:"ids"`
 }
@@ -138,24 +147,88 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) error {
-	return s.act(w, r, func(sel string) ([]string, error) { return s.b.Stop(r.Context(), sel) })
+	return s.act(w, r, s.b.Stop)
 }
 
 func (s *Server) restart(w http.ResponseWriter, r *http.Request) error {
 	return s.act(w, r, s.b.Restart)
 }
 
-// act runs an operator action on the selector in the path.
-func (s *Server) act(w http.ResponseWriter, r *http.Request, do func(sel string) ([]string, error)) error {
+// act runs an operator action on the selector in the path: ?wait=1 answers
+// once done (bounded by ?timeout=D, default the client's patience), ?now=1
+// skips an agent's turn_grace.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, do func(context.Context, string, program.ActOptions) (program.ActResult, error)) error {
 	sel, err := selectorParam(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	ids, err := do(sel)
+	var opts program.ActOptions
+	if opts.Wait, err = boolParam(r, "wait"); err != nil {
+		return err
+	}
+	if opts.Now, err = boolParam(r, "now"); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return badRequest(fmt.Sprintf("timeout=%q: want a positive Go duration such as 30s", v))
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	res, err := do(ctx, sel, opts)
+	if err != nil {
+		return err
+	}
+	res.IDs = nonNil(res.IDs)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// scale answers POST /v1/programs/{name}/scale with body {"instances": N}.
+func (s *Server) scale(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if !program.ValidName(name) {
+		return fmt.Errorf("%w: %q is not a program name", program.ErrNotFound, name)
+	}
+	var body struct {
+		Instances *int `json:"instances"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return badRequest("body must be {\"instances\": N}: " + err.Error())
+	}
+	if body.Instances == nil || *body.Instances < 0 || *body.Instances > maxInstances {
+		return badRequest(fmt.Sprintf("instances: want a number from 0 to %d", maxInstances))
+	}
+	ids, err := s.b.Scale(r.Context(), name, *body.Instances)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, idsBody{IDs: nonNil(ids)})
+	return nil
+}
+
+// maxInstances is SPEC 2's bound on instances.
+const maxInstances = 10000
+
+// ready answers GET /readyz: 200 when every instance that should run is
+// running and ready, else 503; the ids not ready only to trusted callers
+// (the unix socket, or TCP with the token).
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	rd := s.b.Readiness()
+	if !trusted(r) {
+		rd.NotReady = nil
+	}
+	code := http.StatusOK
+	if !rd.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rd)
 	return nil
 }
 

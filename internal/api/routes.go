@@ -6,6 +6,7 @@ import "net/http"
 // "all", a program name, or "name:k".
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.handle(s.health))
+	s.mux.HandleFunc("GET /readyz", s.handle(s.ready))
 
 	s.mux.HandleFunc("GET /v1/status", s.handle(s.list))
 	s.mux.HandleFunc("GET /v1/status/{id}", s.handle(s.status))
@@ -15,6 +16,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/programs/{id}/start", s.handle(s.start))
 	s.mux.HandleFunc("POST /v1/programs/{id}/stop", s.handle(s.stop))
 	s.mux.HandleFunc("POST /v1/programs/{id}/restart", s.handle(s.restart))
+	s.mux.HandleFunc("POST /v1/programs/{name}/scale", s.handle(s.scale))
 
 	s.mux.HandleFunc("POST /v1/reload", s.handle(s.reload))
 	s.mux.HandleFunc("POST /v1/shutdown", s.handle(s.shutdown))

@@ -59,7 +59,9 @@ func TestRoutes(t *testing.T) {
 		{name: "list bad view", method: "GET", path: "/v1/status?view=tiny", code: 400, contains: `view=`},
 		{name: "status", method: "GET", path: "/v1/status/web:0", code: 200, contains: `"id":"web:0"`},
 		{name: "status unknown", method: "GET", path: "/v1/status/nope:0", code: 404, contains: `"lifecycle":"unknown"`},
-		{name: "status bare name", method: "GET", path: "/v1/status/web", code: 404, contains: `"lifecycle":"unknown"`},
+		{name: "status bare name", method: "GET", path: "/v1/status/web", code: 200, contains: `[{"id":"web:0"`},
+		{name: "status unknown name", method: "GET", path: "/v1/status/nope", code: 404, contains: `"lifecycle":"unknown"`},
+		{name: "status all", method: "GET", path: "/v1/status/all", code: 200, contains: `"id":"web:1"`},
 		{name: "status malformed", method: "GET", path: "/v1/status/BAD%20ID", code: 404, contains: `"lifecycle":"unknown"`},
 		{name: "status negative", method: "GET", path: "/v1/status/web:-1", code: 404, contains: `"lifecycle":"unknown"`},
 		{name: "add", method: "POST", path: "/v1/programs", body: `{"name":"jobs","command":["sleep","9"],"instances":2}`,
@@ -187,15 +189,21 @@ type errBackend struct {
 	err error
 }
 
-func (b errBackend) Start(string) ([]string, error)                 { return nil, b.err }
-func (b errBackend) Stop(context.Context, string) ([]string, error) { return nil, b.err }
-func (b errBackend) Reload() (api.ReloadResult, error)              { return api.ReloadResult{}, b.err }
-func (b errBackend) Status(string) (program.Status, error)          { return program.Status{}, b.err }
-func (b errBackend) ParseProgram([]byte) (program.Spec, error)      { return program.Spec{}, b.err }
-func (b errBackend) Remove(ctx context.Context, name string) error  { return b.err }
-func (b errBackend) Restart(sel string) ([]string, error)           { return nil, b.err }
-func (b errBackend) LogPath(id string) (string, error)              { return "", b.err }
-func (b errBackend) Add(spec program.Spec) ([]string, error)        { return nil, b.err }
+func (b errBackend) Start(context.Context, string, program.ActOptions) (program.ActResult, error) {
+	return program.ActResult{}, b.err
+}
+func (b errBackend) Stop(context.Context, string, program.ActOptions) (program.ActResult, error) {
+	return program.ActResult{}, b.err
+}
+func (b errBackend) Reload() (api.ReloadResult, error)             { return api.ReloadResult{}, b.err }
+func (b errBackend) ParseProgram([]byte) (program.Spec, error)     { return program.Spec{}, b.err }
+func (b errBackend) Remove(ctx context.Context, name string) error { return b.err }
+func (b errBackend) LogPath(id string) (string, error)             { return "", b.err }
+func (b errBackend) Add(program.Spec, []byte) ([]string, error)    { return nil, b.err }
+func (b errBackend) Status(string) ([]program.Status, error)       { return nil, b.err }
+func (b errBackend) Restart(context.Context, string, program.ActOptions) (program.ActResult, error) {
+	return program.ActResult{}, b.err
+}
 
 func TestErrorMapping(t *testing.T) {
 	for _, tc := range []struct {

@@ -15,22 +15,38 @@ import (
 func (e *env) statusCmd() *cobra.Command {
 	var jsonOut bool
 	cmd := &cobra.Command{
-		Use:   "status ID [--json]",
-		Short: "show one instance in detail",
-		Args:  cobra.ExactArgs(1),
+		Use:   "status ID|NAME|all [--json]",
+		Short: "show instances in detail",
+		Long: "Show one instance (NAME:K) in detail, or every instance of a program (NAME) or of the\n" +
+			"fleet (all); with --json an object for NAME:K and an array otherwise.",
+		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			st, err := c.Status(args[0])
+			list, err := c.Statuses(args[0])
 			if err != nil {
 				return err
 			}
-			if jsonOut {
-				return writeJSON(e.stdout, st)
+			if _, _, one := program.SplitID(args[0]); one {
+				if jsonOut {
+					return writeJSON(e.stdout, list[0])
+				}
+				return writeStatus(e.stdout, &list[0])
 			}
-			return writeStatus(e.stdout, &st)
+			if jsonOut {
+				return writeJSON(e.stdout, list)
+			}
+			for i := range list {
+				if i > 0 {
+					fmt.Fprintln(e.stdout)
+				}
+				if err := writeStatus(e.stdout, &list[i]); err != nil {
+					return err
+				}
+			}
+			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the status object as JSON")

@@ -147,7 +147,12 @@ func TestStatus(t *testing.T) {
 	}
 
 	d.tend(t, "status", "nope:0").wantErr(t, 3, "no such program or instance")
-	d.tend(t, "status", "web").wantErr(t, 3, "no such program or instance")
+	d.tend(t, "status", "nope").wantErr(t, 3, "no such program or instance")
+	r = d.tend(t, "status", "web", "--json")
+	var list []program.Status
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) == 0 || list[0].ID != "web:0" {
+		t.Errorf("status NAME --json = %v %+v:\n%s", err, list, r.stdout)
+	}
 	d.tend(t, "status").wantErr(t, 2, "accepts 1 arg")
 }
 
@@ -174,7 +179,7 @@ func TestAdd(t *testing.T) {
 	d.tend(t, "add", "jobs", "--instances", "2", "--agent", "--", "python3", "-u", "worker.py").
 		want(t, 0, "jobs:0\njobs:1\n")
 	st, err := d.b.Status("jobs:1")
-	if err != nil || !st.Agent {
+	if err != nil || len(st) != 1 || !st[0].Agent {
 		t.Errorf("added instance = %+v, %v", st, err)
 	}
 	// Without --, a command without flags works too.

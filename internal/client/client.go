@@ -154,6 +154,20 @@ func (c *Client) Status(id string) (program.Status, error) {
 	return out, c.call(context.Background(), "GET", "/v1/status/"+url.PathEscape(id), nil, nil, &out)
 }
 
+// Statuses returns the statuses of what sel names: one for "name:k", every
+// instance of a bare name, every instance for "all".
+func (c *Client) Statuses(sel string) ([]program.Status, error) {
+	if _, _, one := program.SplitID(sel); one {
+		st, err := c.Status(sel)
+		if err != nil {
+			return nil, err
+		}
+		return []program.Status{st}, nil
+	}
+	var out []program.Status
+	return out, c.call(context.Background(), "GET", "/v1/status/"+url.PathEscape(sel), nil, nil, &out)
+}
+
 // Add adds a program. body holds the program's config keys as JSON values
 // (as in TOML: "command", "instances", "restart", ...) plus "name". It
 // returns the new instances' ids.

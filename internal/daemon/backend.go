@@ -21,21 +21,61 @@ var _ api.Backend = (*backend)(nil)
 
 func (b *backend) List(agentsOnly bool) []program.Status { return b.d.broker.List(agentsOnly) }
 
-func (b *backend) Status(id string) (program.Status, error) {
-	if _, _, ok := program.SplitID(id); !ok {
-		return program.Status{}, fmt.Errorf("%w: %q is not an instance id (NAME:K)", program.ErrNotFound, id)
+func (b *backend) Status(sel string) ([]program.Status, error) {
+	ids, err := b.d.mgr.Resolve(sel)
+	if err != nil {
+		return nil, err
 	}
-	return b.d.broker.Status(id)
+	out := make([]program.Status, 0, len(ids))
+	for _, id := range ids {
+		if st, err := b.d.broker.Status(id); err == nil { // gone since: not in the answer
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
-func (b *backend) Add(spec program.Spec) ([]string, error) { return b.d.mgr.Add(spec) }
+func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) { return b.d.mgr.Add(spec) }
 
 func (b *backend) Remove(ctx context.Context, name string) error { return b.d.mgr.Remove(ctx, name) }
 
-func (b *backend) Start(sel string) ([]string, error)   { return b.d.mgr.Start(sel) }
-func (b *backend) Restart(sel string) ([]string, error) { return b.d.mgr.Restart(sel) }
-func (b *backend) Stop(ctx context.Context, sel string) ([]string, error) {
-	return b.d.mgr.Stop(ctx, sel)
+func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	ids, err := b.d.mgr.Start(sel)
+	return program.ActResult{IDs: ids}, err
+}
+
+func (b *backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	ids, err := b.d.mgr.Restart(sel)
+	return program.ActResult{IDs: ids}, err
+}
+
+func (b *backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	ids, err := b.d.mgr.Stop(ctx, sel)
+	return program.ActResult{IDs: ids}, err
+}
+
+func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
+	return b.d.mgr.Scale(ctx, name, n)
+}
+
+// Readiness counts the instances that should run: autostart ones that are
+// not stopped by the operator and not done.
+func (b *backend) Readiness() program.Readiness {
+	var r program.Readiness
+	for _, st := range b.d.broker.List(false) {
+		switch st.State {
+		case program.StateStopped, program.StateExited:
+			continue
+		}
+		r.Instances++
+		if st.Alive() && st.Ready && st.State == program.StateRunning {
+			r.ReadyN++
+		} else {
+			r.NotReady = append(r.NotReady, st.ID)
+		}
+	}
+	r.Ready = r.ReadyN == r.Instances
+	return r
 }
 
 func (b *backend) Reload() (api.ReloadResult, error) { return b.d.reload() }

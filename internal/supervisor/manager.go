@@ -193,6 +193,21 @@ func (m *Manager) namesLocked() []string {
 	return names
 }
 
+// Resolve lists the ids a selector names, sorted; an unknown program or
+// instance wraps program.ErrNotFound.
+func (m *Manager) Resolve(sel string) ([]string, error) {
+	insts, err := m.resolve(sel)
+	return idsOf(insts), err
+}
+
+// Scale grows or shrinks a program to n instances and returns its ids.
+func (m *Manager) Scale(ctx context.Context, name string, n int) ([]string, error) {
+	if err := m.rescale(ctx, name, n); err != nil {
+		return nil, err
+	}
+	return m.Resolve(name)
+}
+
 // IDs lists every instance id, sorted.
 func (m *Manager) IDs() []string {
 	insts, _ := m.resolve("all")

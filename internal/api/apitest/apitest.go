@@ -69,18 +69,22 @@ func (b *Backend) List(agentsOnly bool) []program.Status {
 }
 
 // Status implements api.Backend.
-func (b *Backend) Status(id string) (program.Status, error) {
+func (b *Backend) Status(sel string) ([]program.Status, error) {
+	ids, err := b.resolve(sel)
+	if err != nil {
+		return nil, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st, ok := b.statuses[id]
-	if !ok {
-		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
+	out := make([]program.Status, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, b.statuses[id])
 	}
-	return st, nil
+	return out, nil
 }
 
 // Add implements api.Backend: each instance starts out stopped.
-func (b *Backend) Add(spec program.Spec) ([]string, error) {
+func (b *Backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.hasProgramLocked(spec.Name) {
@@ -125,16 +129,83 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 }
 
 // Start implements api.Backend.
-func (b *Backend) Start(sel string) ([]string, error) { return b.act("start", sel) }
+func (b *Backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	return b.act("start", sel, opts)
+}
 
 // Stop implements api.Backend.
-func (b *Backend) Stop(ctx context.Context, sel string) ([]string, error) { return b.act("stop", sel) }
+func (b *Backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	return b.act("stop", sel, opts)
+}
 
 // Restart implements api.Backend.
-func (b *Backend) Restart(sel string) ([]string, error) { return b.act("restart", sel) }
+func (b *Backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
+	return b.act("restart", sel, opts)
+}
 
-// act records an operator action and returns the ids sel names.
-func (b *Backend) act(verb, sel string) ([]string, error) {
+// Scale implements api.Backend: it records the call and answers the ids
+// the program would have.
+func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
+	if _, err := b.resolve(name); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.calls = append(b.calls, fmt.Sprintf("scale %s %d", name, n))
+	b.mu.Unlock()
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = program.InstanceID(name, k)
+	}
+	return ids, nil
+}
+
+// Readiness implements api.Backend: running instances are ready; stopped
+// ones do not count.
+func (b *Backend) Readiness() program.Readiness {
+	var r program.Readiness
+	for _, st := range b.List(false) {
+		if st.State == program.StateStopped || st.State == program.StateExited {
+			continue
+		}
+		r.Instances++
+		if st.State == program.StateRunning {
+			r.ReadyN++
+		} else {
+			r.NotReady = append(r.NotReady, st.ID)
+		}
+	}
+	r.Ready = r.ReadyN == r.Instances
+	return r
+}
+
+// act records an operator action ("start worker", "restart all?wait") and
+// answers with the ids sel names (and, with Wait, their statuses).
+func (b *Backend) act(verb, sel string, opts program.ActOptions) (program.ActResult, error) {
+	ids, err := b.resolve(sel)
+	if err != nil {
+		return program.ActResult{}, err
+	}
+	call := verb + " " + sel
+	if opts.Wait {
+		call += "?wait"
+	}
+	if opts.Now {
+		call += "?now"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, call)
+	res := program.ActResult{IDs: ids}
+	if opts.Wait {
+		for _, id := range ids {
+			res.Statuses = append(res.Statuses, b.statuses[id])
+		}
+	}
+	return res, nil
+}
+
+// resolve returns the ids sel names, sorted.
+func (b *Backend) resolve(sel string) ([]string, error) {
 	s, err := program.ParseSelector(sel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", program.ErrNotFound, err)
@@ -151,7 +222,6 @@ func (b *Backend) act(verb, sel string) ([]string, error) {
 		return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
 	}
 	slices.Sort(ids)
-	b.calls = append(b.calls, verb+" "+sel)
 	return ids, nil
 }
 
@@ -170,7 +240,7 @@ func (b *Backend) Shutdown() {
 
 // LogPath implements api.Backend.
 func (b *Backend) LogPath(id string) (string, error) {
-	if _, err := b.Status(id); err != nil {
+	if _, err := b.resolve(id); err != nil {
 		return "", err
 	}
 	return filepath.Join(b.LogDir, id+".log"), nil
