@@ -10,4 +10,8 @@ var (
 	ErrInvalid   = errors.New("invalid request")             // API 400, CLI exit 2
 	ErrBadConfig = errors.New("bad config")                  // API 400 on reload, CLI exit 2
 	ErrStopping  = errors.New("daemon is shutting down")     // API 503
+	// ErrResources marks a spawn that failed for want of the daemon's own
+	// resources (a cgroup it could not make, descriptors, memory): the
+	// daemon_resources rule of SPEC 3, never the program's crash.
+	ErrResources = errors.New("the daemon is short of resources")
 )

@@ -30,6 +30,7 @@ const (
 	ReasonCleanExit       = "clean_exit"
 	ReasonBudgetExceeded  = "budget_exceeded"
 	ReasonCrash           = "crash"
+	ReasonDaemonResources = "daemon_resources" // a spawn the daemon could not make: retried on the crash curve
 )
 
 // Health warnings.
@@ -38,6 +39,8 @@ const (
 	WarnRSSLoop          = "rss_watchdog_loop"
 	WarnCrashDegraded    = "crash_budget_degraded"
 	WarnWedgeRestartLoop = "wedge_restart_loop"
+	WarnDaemonResources  = "daemon_resources"   // count: consecutive spawns the daemon could not make
+	WarnTurnGrace        = "turn_grace_expired" // an agent was stopped mid-turn after turn_grace
 )
 
 // Daemon phases.

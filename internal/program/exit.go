@@ -19,6 +19,8 @@ const (
 	CauseOOMOrKill       = "oom_or_external_kill"
 	CauseSpawnFailed     = "spawn_failed"
 	CauseStartTimeout    = "start_timeout"
+	CauseOOMKill         = "oom_kill"         // the kernel's OOM killer ended it (known from its cgroup)
+	CauseDaemonResources = "daemon_resources" // the daemon could not start it (EMFILE, ENOMEM, ...): not the program's fault
 	CauseUnknown         = "unknown"
 )
 
@@ -31,6 +33,7 @@ type Exit struct {
 	Signaled  bool
 	SpawnErr  error // the run never launched (ENOENT, EACCES, bad cwd)
 	Unknown   bool  // the run ended but its status could not be read (adopted from an earlier daemon)
+	OOMKilled bool  // its cgroup's memory.events oom_kill rose during the run
 	MaxRSS    int64 // peak resident set in bytes, from the reaped rusage
 	StartedAt time.Time
 	EndedAt   time.Time

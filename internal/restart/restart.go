@@ -7,6 +7,7 @@
 package restart
 
 import (
+	"errors"
 	"math"
 	"syscall"
 	"time"
@@ -45,8 +46,14 @@ type History struct {
 	Degraded   bool             // crash_count reached max_crashes; cleared by a stable run
 	Restarts   program.Restarts // ends followed by a restart, by cause
 
+	resourceFails int // consecutive spawns the daemon could not make (daemon_resources)
+
 	clean, rss, wedge window // end times inside each sliding window
 }
+
+// SpawnFloor is the least a failed spawn waits before the next, whatever the
+// backoff (SPEC 3): a misconfigured program can never spin the daemon.
+const SpawnFloor = 100 * time.Millisecond
 
 // Decision is the verdict on one end of a run. Events follow SPEC 11's
 // order: exited (with Cause, CrashCount), then Warn, then Backoff or GaveUp.
@@ -68,6 +75,10 @@ func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now ti
 	if end.Duration() > s.StableRunReset {
 		h.Degraded = false // a run outlived stable_run_reset, whatever its end
 	}
+	resources := intent == IntentNone && DaemonFault(end.SpawnErr)
+	if !resources {
+		h.resourceFails = 0
+	}
 	switch {
 	case intent == IntentStop:
 		d.Next = NextStopped
@@ -75,10 +86,12 @@ func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now ti
 		decideIntentional(h, intent, now, &d)
 	case intent == IntentStartTimeout:
 		decideCrash(s, h, end, rnd, &d)
+	case resources:
+		decideResources(s, h, rnd, &d)
 	case fatalCode(s, end):
 		d.Next = NextFatal
 		d.GaveUp = &program.GaveUp{CrashCount: h.CrashCount, Max: s.HardMaxCrashes}
-	case intent == IntentRSSDrain || exitedWith(end, s.RSSExitCode):
+	case intent == IntentRSSDrain || end.OOMKilled || exitedWith(end, s.RSSExitCode):
 		decideRSS(s, h, now, &d)
 	case intent == IntentNone && hasCode(end) && s.IsCleanCode(end.Code):
 		decideClean(s, h, now, &d)
@@ -138,7 +151,32 @@ func decideClean(s *program.Spec, h *History, now time.Time, d *Decision) {
 	d.Backoff = &program.Backoff{Reason: program.ReasonCleanExit}
 }
 
-// Row 4: a crash. A stable run forgives the history before it.
+// The daemon could not make the run (SPEC 3, daemon_resources): not the
+// program's crash, so crash_count stays, but the retries follow the crash
+// curve (by consecutive failures) and each one warns.
+func decideResources(s *program.Spec, h *History, rnd func() float64, d *Decision) {
+	h.resourceFails++
+	d.Next = NextRestart
+	d.Warn = &program.HealthWarn{Reason: program.WarnDaemonResources, Count: h.resourceFails}
+	wait := max(CrashBackoff(s, h.resourceFails, rnd), SpawnFloor)
+	d.Backoff = &program.Backoff{MS: wait.Milliseconds(), Reason: program.ReasonDaemonResources}
+}
+
+// DaemonFault reports whether a spawn error is the daemon's own shortage
+// (descriptors, memory, processes, a cgroup it could not make) rather than
+// the program's.
+func DaemonFault(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.Is(err, program.ErrResources) || errors.Is(err, syscall.EMFILE) ||
+		errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EAGAIN)
+}
+
+// Row 4: a crash. A stable run forgives the history before it. The backoff
+// spaces starts, not exits: it counts from the run's start, so a run that
+// lasted longer than its backoff restarts at once; a failed spawn still
+// waits SpawnFloor.
 func decideCrash(s *program.Spec, h *History, end program.Exit, rnd func() float64, d *Decision) {
 	d.Row = 4
 	if end.Duration() > s.StableRunReset {
@@ -159,7 +197,11 @@ func decideCrash(s *program.Spec, h *History, end program.Exit, rnd func() float
 	default:
 		d.Next = NextRestart
 		h.Restarts.Crash++
-		d.Backoff = &program.Backoff{MS: CrashBackoff(s, h.CrashCount, rnd).Milliseconds(), Reason: program.ReasonCrash}
+		wait := max(CrashBackoff(s, h.CrashCount, rnd)-end.Duration(), 0)
+		if end.SpawnErr != nil {
+			wait = max(wait, SpawnFloor)
+		}
+		d.Backoff = &program.Backoff{MS: wait.Milliseconds(), Reason: program.ReasonCrash}
 	}
 }
 
@@ -189,8 +231,12 @@ func Cause(s *program.Spec, end program.Exit, intent Intent) string {
 		return program.CauseStartTimeout
 	}
 	switch {
+	case end.OOMKilled:
+		return program.CauseOOMKill
 	case end.Unknown:
 		return program.CauseUnknown // an adopted run: its status went to another parent
+	case DaemonFault(end.SpawnErr):
+		return program.CauseDaemonResources
 	case end.SpawnErr != nil:
 		return program.CauseSpawnFailed
 	case end.Signaled && end.Signal == syscall.SIGKILL:

@@ -2,6 +2,7 @@ package restart
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -30,8 +31,10 @@ type end struct {
 	code   int
 	sig    syscall.Signal // non-zero: killed by this signal
 	spawn  bool           // the spawn failed
+	err    error          // the spawn failed with this error
+	oom    bool           // the kernel OOM-killed it (its cgroup said so)
 	intent Intent
-	ran    time.Duration // run length; default 1s
+	ran    time.Duration // run length; default 0 (a run that died at once)
 	gap    time.Duration // time from the previous end to this one's start; default 0
 }
 
@@ -56,9 +59,6 @@ func run(t *testing.T, s *program.Spec, ends []end, wants []want) {
 	now := t0
 	for i, e := range ends {
 		ran := e.ran
-		if ran == 0 {
-			ran = time.Second
-		}
 		start := now.Add(e.gap)
 		now = start.Add(ran)
 		ex := program.Exit{Code: e.code, StartedAt: start, EndedAt: now}
@@ -69,6 +69,10 @@ func run(t *testing.T, s *program.Spec, ends []end, wants []want) {
 			ex.SpawnErr = errors.New("fork/exec /nope: no such file or directory")
 			ex.EndedAt = start
 		}
+		if e.err != nil {
+			ex.SpawnErr, ex.EndedAt = e.err, start
+		}
+		ex.OOMKilled = e.oom
 		d := Decide(s, &h, ex, e.intent, now, func() float64 { return 0.5 })
 		w := wants[i]
 		check(t, i, d, w)
@@ -125,14 +129,14 @@ func TestRow4CrashesAndCleanExitsInterleaved(t *testing.T) {
 
 func TestRow4StableRunReset(t *testing.T) {
 	// A clean exit after a 6-minute run leaves crash_count alone; a crash
-	// after one resets it to 1.
+	// after one resets it to 1 (and, having outlived its backoff, restarts at once).
 	run(t, spec(),
 		[]end{{code: 1}, {code: 1}, {code: 0, ran: 6 * time.Minute}, {code: 1, ran: 6 * time.Minute}, {code: 1}},
 		[]want{
 			{row: 4, crash: 1, next: NextRestart, reason: "crash", ms: 1000},
 			{row: 4, crash: 2, next: NextRestart, reason: "crash", ms: 2000},
 			{row: 3, crash: 2, next: NextRestart, reason: "clean_exit"},
-			{row: 4, crash: 1, next: NextRestart, reason: "crash", ms: 1000},
+			{row: 4, crash: 1, next: NextRestart, reason: "crash", ms: 0},
 			{row: 4, crash: 2, next: NextRestart, reason: "crash", ms: 2000},
 		})
 }
@@ -340,4 +344,63 @@ func TestAdoptedRunsEndAsUnknownCrashes(t *testing.T) {
 	if d.Cause != program.CauseOperatorRestart || d.Row != 1 {
 		t.Errorf("adopted run restarted by the operator: %+v", d)
 	}
+}
+
+func TestRow4BackoffCountsFromTheRunsStart(t *testing.T) {
+	// SPEC 3 row 4 as amended: the backoff spaces starts. A 2.5 s run
+	// killed with backoff_initial 2s restarts at once; the next, short one
+	// waits what is left of 4 s; a run of an hour comes back at once even
+	// though it is the third crash of a short history.
+	s := spec(func(s *program.Spec) { s.BackoffInitial = 2 * time.Second })
+	run(t, s,
+		[]end{{sig: syscall.SIGKILL, ran: 2500 * time.Millisecond}, {code: 1, ran: 300 * time.Millisecond},
+			{code: 1, ran: 7 * time.Second}, {code: 1, ran: time.Hour}},
+		[]want{
+			{row: 4, cause: "oom_or_external_kill", crash: 1, next: NextRestart, reason: "crash", ms: 0},
+			{row: 4, cause: "runtime_error", crash: 2, next: NextRestart, reason: "crash", ms: 3700},
+			{row: 4, cause: "runtime_error", crash: 3, next: NextRestart, reason: "crash", ms: 1000},
+			{row: 4, cause: "runtime_error", crash: 1, next: NextRestart, reason: "crash", ms: 0},
+		})
+}
+
+func TestSpawnFailureWaitsTheFloor(t *testing.T) {
+	// backoff_initial 0 and a missing binary: never a spin.
+	s := spec(func(s *program.Spec) { s.BackoffInitial = 0 })
+	run(t, s, []end{{spawn: true}, {spawn: true}, {code: 1}},
+		[]want{
+			{row: 4, cause: "spawn_failed", crash: 1, next: NextRestart, reason: "crash", ms: 100},
+			{row: 4, cause: "spawn_failed", crash: 2, next: NextRestart, reason: "crash", ms: 100},
+			{row: 4, cause: "runtime_error", crash: 3, next: NextRestart, reason: "crash", ms: 0},
+		})
+}
+
+func TestDaemonResourcesAreNotCrashes(t *testing.T) {
+	// EMFILE, ENOMEM, EAGAIN, a cgroup the daemon could not make: crash_count
+	// stays, the retries follow the crash curve by consecutive failures, and
+	// each warns; a run that then ends on its own starts the count over.
+	s := spec(func(s *program.Spec) { s.Restart = program.RestartNever })
+	emfile := fmt.Errorf("open fifo: %w", syscall.EMFILE)
+	cg := fmt.Errorf("cgroup worker-0: %w: %w", program.ErrResources, syscall.EROFS)
+	run(t, s,
+		[]end{{err: emfile}, {err: fmt.Errorf("fork: %w", syscall.EAGAIN)}, {err: cg}, {code: 1}, {err: syscall.ENOMEM}},
+		[]want{
+			{cause: "daemon_resources", crash: 0, next: NextRestart, reason: "daemon_resources", ms: 1000, warn: "daemon_resources", count: 1},
+			{cause: "daemon_resources", crash: 0, next: NextRestart, reason: "daemon_resources", ms: 2000, warn: "daemon_resources", count: 2},
+			{cause: "daemon_resources", crash: 0, next: NextRestart, reason: "daemon_resources", ms: 4000, warn: "daemon_resources", count: 3},
+			{row: 4, cause: "runtime_error", crash: 1, next: NextExited},
+			{cause: "daemon_resources", crash: 1, next: NextRestart, reason: "daemon_resources", ms: 1000, warn: "daemon_resources", count: 1},
+		})
+	if DaemonFault(errors.New("exec: no such file")) || DaemonFault(syscall.ENOENT) || DaemonFault(nil) {
+		t.Error("a program's own spawn errors are not the daemon's")
+	}
+}
+
+func TestOOMKillIsAMemoryEnd(t *testing.T) {
+	// The kernel OOM-killed the run (its cgroup's memory.events said so):
+	// row 2, likely_cause oom_kill, crash_count untouched.
+	run(t, spec(), []end{{sig: syscall.SIGKILL, oom: true}, {sig: syscall.SIGKILL}},
+		[]want{
+			{row: 2, cause: "oom_kill", crash: 0, next: NextRestart, reason: "rss_watchdog", ms: 30000},
+			{row: 4, cause: "oom_or_external_kill", crash: 1, next: NextRestart, reason: "crash", ms: 1000},
+		})
 }
