@@ -33,18 +33,15 @@ func turnActive(s program.Snapshot, now time.Time) bool {
 	if !s.Status.Agent {
 		return false
 	}
-	if s.Turn != nil {
-		return *s.Turn // X_TEND_TURN is the single authority once the agent sends it
-	}
-	idle := 10 * time.Second
+	idle := program.DefaultTurnIdleAfter
 	if s.Spec != nil && s.Spec.TurnIdleAfter > 0 {
 		idle = s.Spec.TurnIdleAfter
 	}
-	if s.LastOutput == nil {
-		return false
+	var last time.Time
+	if s.LastOutput != nil {
+		last = s.LastOutput()
 	}
-	last := s.LastOutput()
-	return !last.IsZero() && now.Sub(last) < idle
+	return program.TurnActive(s.Turn, last, idle, now)
 }
 
 // Lifecycle is the coarse state (SPEC 6), one pure function of the rest:
@@ -97,7 +94,7 @@ func why(s program.Snapshot, st *program.Status, now time.Time) string {
 		}
 		return w
 	case program.StateStopping:
-		return stoppingWhy(s, st, spec)
+		return stoppingWhy(s, st, spec, now)
 	case program.StateBackoff:
 		return backoffWhy(s, st, spec, now)
 	case program.StateFatal:
@@ -118,7 +115,15 @@ func why(s program.Snapshot, st *program.Status, now time.Time) string {
 	return "stopped by the operator; tend start " + st.ID
 }
 
-func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec) string {
+func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now time.Time) string {
+	if !s.TurnWait.IsZero() {
+		what := "stop"
+		if s.Stopping == "restart" {
+			what = "restart"
+		}
+		left := max(s.TurnWait.Sub(now), 0).Round(time.Second)
+		return fmt.Sprintf("waiting for the turn to end before %s (%s left of turn_grace %s)", what, Human(left), Human(spec.TurnGrace))
+	}
 	kill := program.SignalName(spec.StopSignal) + ", SIGKILL after " + Human(spec.StopGrace)
 	switch s.Stopping {
 	case "restart":

@@ -40,18 +40,44 @@ func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) { retu
 func (b *backend) Remove(ctx context.Context, name string) error { return b.d.mgr.Remove(ctx, name) }
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	ids, err := b.d.mgr.Start(sel)
-	return program.ActResult{IDs: ids}, err
+	return b.result(b.d.mgr.Start(ctx, sel, opts))(opts)
 }
 
 func (b *backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	ids, err := b.d.mgr.Restart(sel)
-	return program.ActResult{IDs: ids}, err
+	return b.result(b.d.mgr.Restart(ctx, sel, opts))(opts)
 }
 
 func (b *backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	ids, err := b.d.mgr.Stop(ctx, sel)
-	return program.ActResult{IDs: ids}, err
+	return b.result(b.d.mgr.Stop(ctx, sel, opts))(opts)
+}
+
+// result turns the manager's outcomes into the API's answer: with Wait,
+// each instance's status once done, and for those that did not get there
+// the status's why (or that the wait ran out).
+func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActOptions) (program.ActResult, error) {
+	return func(opts program.ActOptions) (program.ActResult, error) {
+		if err != nil {
+			return program.ActResult{}, err
+		}
+		res := program.ActResult{IDs: make([]string, len(outs))}
+		for i, o := range outs {
+			res.IDs[i] = o.ID
+			if !opts.Wait {
+				continue
+			}
+			st, serr := b.d.broker.Status(o.ID)
+			if serr == nil {
+				res.Statuses = append(res.Statuses, st)
+			}
+			switch {
+			case !o.Done:
+				res.Failed = append(res.Failed, program.ActFailure{ID: o.ID, Why: "timed out: " + st.Why})
+			case !o.OK:
+				res.Failed = append(res.Failed, program.ActFailure{ID: o.ID, Why: st.Why})
+			}
+		}
+		return res, nil
+	}
 }
 
 func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {

@@ -113,4 +113,18 @@ type Snapshot struct {
 	Stopping   string           // why a stop is under way: stop, restart, wedge, rss, start_timeout
 	LastOutput func() time.Time // when the instance last wrote output
 	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
+	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (SPEC 13)
+}
+
+// DefaultTurnIdleAfter is turn_idle_after's default (SPEC 2).
+const DefaultTurnIdleAfter = 10 * time.Second
+
+// TurnActive is an agent's turn (SPEC 6): what X_TEND_TURN last said once
+// the agent sends it (turn non-nil), else whether it wrote output within
+// idleAfter of now.
+func TurnActive(turn *bool, lastOutput time.Time, idleAfter time.Duration, now time.Time) bool {
+	if turn != nil {
+		return *turn
+	}
+	return !lastOutput.IsZero() && now.Sub(lastOutput) < idleAfter
 }

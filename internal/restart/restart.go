@@ -82,6 +82,9 @@ func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now ti
 	switch {
 	case intent == IntentStop:
 		d.Next = NextStopped
+	case intent == IntentWedgeRestart && s.Restart == program.RestartNever:
+		d.Row, d.Next = 1, NextExited // a wedged run is ended, and nothing restarts
+		h.wedge.add(now)
 	case intent == IntentOperatorRestart || intent == IntentWedgeRestart:
 		decideIntentional(h, intent, now, &d)
 	case intent == IntentStartTimeout:

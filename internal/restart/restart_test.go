@@ -242,13 +242,16 @@ func TestRow2RSSNeverTouchesCrashCount(t *testing.T) {
 func TestRow1IntentionalRestartsNeverTouchCrashCount(t *testing.T) {
 	s := spec(func(s *program.Spec) { s.Restart = program.RestartNever })
 	var h History
+	// An operator restart restarts even with restart = "never"; a wedge
+	// ends the run and, with "never", nothing restarts it.
 	run(t, s,
 		[]end{{intent: IntentOperatorRestart, sig: syscall.SIGTERM}, {intent: IntentWedgeRestart, sig: syscall.SIGKILL}, {intent: IntentOperatorRestart, code: 1}},
 		[]want{
 			{row: 1, cause: "operator_restart", next: NextRestart, reason: "operator_restart"},
-			{row: 1, cause: "wedge_restart", next: NextRestart, reason: "wedge_restart"},
+			{row: 1, cause: "wedge_restart", next: NextExited},
 			{row: 1, cause: "operator_restart", next: NextRestart, reason: "operator_restart"},
 		})
+	s = spec()
 	Decide(s, &h, program.Exit{}, IntentWedgeRestart, t0, nil)
 	Decide(s, &h, program.Exit{}, IntentWedgeRestart, t0.Add(time.Minute), nil)
 	if n := h.WedgeRestarts(s.WedgeLoopWindow, t0.Add(2*time.Minute)); n != 2 {

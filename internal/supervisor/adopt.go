@@ -65,7 +65,10 @@ func (in *Instance) adoptRun(a Adoption) bool {
 	if err := in.out.Attach(); err != nil {
 		in.out.Note("cannot read the adopted run's output: " + err.Error())
 	}
-	in.startHealth(in.now())
+	if err := in.openNotify(); err != nil { // the same path as the run's NOTIFY_SOCKET
+		in.out.Note("no notify socket for the adopted run: " + err.Error())
+	}
+	in.startHealth(time.Now())
 	in.state, in.r.ready = program.StateRunning, true // it was started (and ready) before
 	if in.startT != nil {
 		in.startT.Stop()

@@ -28,10 +28,11 @@ type harness struct {
 	t   *testing.T
 	mgr *Manager
 
-	mu     sync.Mutex // guards events and snaps
-	events []program.Event
-	snaps  map[string]program.Snapshot
-	seq    uint64
+	mu      sync.Mutex // guards events, snaps and reports
+	events  []program.Event
+	snaps   map[string]program.Snapshot
+	reports []program.Snapshot // every snapshot, in order
+	seq     uint64
 }
 
 func newHarness(t *testing.T) *harness {
@@ -72,6 +73,7 @@ func (h *harness) update(s program.Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.snaps[s.Status.ID] = s
+	h.reports = append(h.reports, s)
 }
 
 // status returns the latest reported status of id.
@@ -79,6 +81,13 @@ func (h *harness) status(id string) program.Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.snaps[id].Status
+}
+
+// snapshot returns the latest snapshot of id.
+func (h *harness) snapshot(id string) program.Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.snaps[id]
 }
 
 // matching returns the events of kind for id ("" = any id), in order.

@@ -1,9 +1,13 @@
 package supervisor
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -14,23 +18,90 @@ import (
 )
 
 // health is an instance's notify socket, readiness and watchdogs. Like the
-// rest of the Instance, it belongs to the loop goroutine; only notes and
-// probeDone are written from elsewhere.
+// rest of the Instance, it belongs to the loop goroutine, except noted
+// (the socket's handler) and probeDone, written from elsewhere.
 type health struct {
-	notes     chan *notify.Message // from the socket's reader; a full channel drops (pointers: 8 idle slots cost 64 bytes)
-	sock      *notify.Socket       // nil when the instance has none
-	ticker    *time.Ticker         // the 1 s checks while a run is in place
-	startT    *time.Timer          // start_timeout, with ready = "notify"
-	probeT    *time.Ticker         // the liveness probe's interval
-	probeDone chan probeResult     // results of the probe in flight
-	probing   bool                 // a probe is in flight
+	noted     noted            // messages from the notify socket, merged while the loop is busy
+	sock      *notify.Socket   // the current run's socket; nil when no run (or none could be had)
+	ticker    *time.Ticker     // the 1 s checks while a run is in place
+	startT    *time.Timer      // start_timeout, with ready = "notify"
+	probeT    *time.Ticker     // the liveness probe's interval
+	probeDone chan probeResult // results of the probe in flight
+	probing   bool             // a probe is in flight
 
 	statusText string // the last STATUS= of the current run
-	turnSet    bool   // X_TEND_TURN seen: it alone decides the agent's turn from now on
+	turnSet    bool   // X_TEND_TURN seen in this run: it alone decides the agent's turn from now on
 	turn       bool
 
 	r   runHealth // reset at every spawn
 	mem memState  // shared with the manager's memory watchdog
+}
+
+// noted holds what the notify socket delivered and the loop has not taken
+// yet. The socket's handler (on the epoll loop) must never block and a
+// message must never be lost (a lost READY=1 would become a start_timeout
+// crash), so a message that finds the loop busy is merged into the pending
+// one rather than queued or dropped: the loop then applies the sum.
+type noted struct {
+	mu      sync.Mutex      // guards pending
+	pending *notify.Message // nil when nothing waits
+	sig     chan struct{}   // capacity 1: something waits; made with the first socket
+}
+
+func (n *noted) put(m *notify.Message) {
+	n.mu.Lock()
+	if n.pending == nil {
+		n.pending = m
+	} else {
+		mergeMessage(n.pending, m)
+	}
+	n.mu.Unlock()
+	select {
+	case n.sig <- struct{}{}:
+	default: // already signalled; the loop takes the merged message
+	}
+}
+
+func (n *noted) take() *notify.Message {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := n.pending
+	n.pending = nil
+	return m
+}
+
+// mergeMessage folds later into m as if both had been applied in order:
+// later values win, events (READY=1, a heartbeat, a trigger) are kept,
+// and READY=1 and RELOADING=1 cancel each other in the order they came.
+func mergeMessage(m, later *notify.Message) {
+	if later.Ready {
+		m.Ready, m.Reloading = true, false
+	}
+	if later.Reloading {
+		m.Reloading, m.Ready = true, false
+	}
+	m.Stopping = m.Stopping || later.Stopping
+	m.Barrier = m.Barrier || later.Barrier
+	m.Watchdog = m.Watchdog || later.Watchdog
+	m.WatchdogTrigger = m.WatchdogTrigger || later.WatchdogTrigger
+	if later.Status != nil {
+		m.Status = later.Status
+	}
+	if later.WatchdogUSec != nil {
+		m.WatchdogUSec = later.WatchdogUSec
+	}
+	if later.ExtendTimeoutUSec != nil {
+		m.ExtendTimeoutUSec = later.ExtendTimeoutUSec
+	}
+	if later.MainPID != nil {
+		m.MainPID = later.MainPID
+	}
+	if later.Errno != nil {
+		m.Errno = later.Errno
+	}
+	if later.Turn != nil {
+		m.Turn = later.Turn
+	}
 }
 
 // runHealth is what the watchdogs know about the current run.
@@ -51,40 +122,84 @@ type probeResult struct {
 	err error
 }
 
-// openNotify gives the instance its own NOTIFY_SOCKET. A failure leaves it
-// without one (and says so in its log) rather than without the instance.
-func (in *Instance) openNotify() {
-	// Only what the spec uses: each channel the loop selects on holds a
-	// waiter record while the loop sleeps, a thousand of them for nothing.
+// initHealth makes the channels the spec uses, and only those: each channel
+// the loop selects on holds a waiter record while the loop sleeps, a
+// thousand of them for nothing.
+func (in *Instance) initHealth() {
 	if in.spec.MaxRSS > 0 {
 		in.mem.over = make(chan memOver, 1)
 	}
 	if in.spec.Probe != nil {
 		in.probeDone = make(chan probeResult, 1)
 	}
-	if in.deps.NotifyDir == "" {
-		return
+}
+
+// openNotify gives the run about to start its own NOTIFY_SOCKET. The socket
+// lives only while a run does: a stopped instance holds no descriptor. A
+// failure for want of the daemon's resources fails the spawn (the
+// daemon_resources rule); any other leaves the run without a socket (and
+// says so in its log) rather than without the run.
+func (in *Instance) openNotify() error {
+	if in.deps.NotifyDir == "" || in.sock != nil {
+		return nil
 	}
-	path := filepath.Join(in.deps.NotifyDir, in.spec.Name+"-"+strconv.Itoa(in.k)+".sock")
 	var opts notify.Options
+	own := true
 	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
 		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
+		own = int(cred.Uid) == os.Geteuid()
 	}
-	in.notes = make(chan *notify.Message, 8)
-	sock, err := notify.ListenOptions(path, func(m notify.Message) {
-		select {
-		case in.notes <- &m:
-		default:
-			if in.deps.Dropped != nil {
-				in.deps.Dropped()
-			}
-		}
-	}, opts)
+	if in.noted.sig == nil {
+		in.noted.sig = make(chan struct{}, 1)
+	}
+	sock, err := notify.ListenOptions(in.notifyPath(own), func(m notify.Message) { in.noted.put(&m) }, opts)
 	if err != nil {
+		if restart.DaemonFault(err) {
+			return fmt.Errorf("notify socket: %w", err)
+		}
 		in.out.Note(fmt.Sprintf("no notify socket for %s: %v", in.id, err))
-		return
+		return nil
 	}
 	in.sock = sock
+	return nil
+}
+
+// notifyPath is where the instance's socket goes: state_dir/notify/NAME-K.sock,
+// or in the short private directory when the run is another user's (it
+// cannot enter the state directory) or the path would pass sun_path's limit,
+// there named by a digest when even that is too long.
+func (in *Instance) notifyPath(own bool) string {
+	name := in.spec.Name + "-" + strconv.Itoa(in.k) + ".sock"
+	if p := filepath.Join(in.deps.NotifyDir, name); own && len(p) <= maxSocketPath || in.deps.ShortDir == "" {
+		return p
+	}
+	if p := filepath.Join(in.deps.ShortDir, name); len(p) <= maxSocketPath {
+		return p
+	}
+	sum := sha256.Sum256([]byte(in.id))
+	return filepath.Join(in.deps.ShortDir, hex.EncodeToString(sum[:8])+".sock")
+}
+
+// maxSocketPath is the longest socket path sd_notify clients can use:
+// sun_path is 108 bytes with room for the NUL.
+const maxSocketPath = 107
+
+// closeNotify closes the run's socket, once the run has ended.
+func (in *Instance) closeNotify() {
+	if in.sock != nil {
+		in.sock.Close()
+		in.sock = nil
+	}
+	in.noted.take() // what an ended run said no longer matters
+}
+
+func (in *Instance) noteC() <-chan struct{} { return in.noted.sig }
+
+// onNotes applies what the notify socket delivered since the last time.
+func (in *Instance) onNotes() {
+	if m := in.noted.take(); m != nil {
+		in.onNotify(*m)
+	}
 }
 
 // runEnv is the environment of a run (and of a probe): built when needed
@@ -100,16 +215,14 @@ func (in *Instance) runEnv() []string {
 
 func (in *Instance) closeHealth() {
 	in.stopHealth()
-	if in.sock != nil {
-		in.sock.Close()
-	}
+	in.closeNotify()
 }
 
 // startHealth arms the run's readiness timeout and watchdogs.
 func (in *Instance) startHealth(now time.Time) {
 	s := in.spec
 	in.r = runHealth{heartbeat: now, watchdog: s.Watchdog, ready: s.Ready != program.ReadyNotify}
-	in.statusText = ""
+	in.statusText, in.turnSet, in.turn = "", false, false // a new run starts between turns
 	if !in.r.ready {
 		in.state = program.StateStarting
 		in.r.startBy = now.Add(s.StartTimeout)
@@ -171,12 +284,15 @@ func (in *Instance) onNotify(m notify.Message) {
 	if r == nil || r.signalled {
 		return
 	}
-	now := in.now()
+	now := time.Now()
 	if m.Status != nil {
 		in.statusText = *m.Status
 	}
 	if m.Turn != nil {
 		in.turnSet, in.turn = true, *m.Turn
+		if !r.turnWait.IsZero() {
+			in.checkTurnWait()
+		}
 	}
 	if m.WatchdogUSec != nil {
 		in.r.watchdog = time.Duration(*m.WatchdogUSec) * time.Microsecond
@@ -216,7 +332,7 @@ func (in *Instance) onNotify(m notify.Message) {
 func (in *Instance) onStartTimeout() {
 	in.startT = nil
 	if in.cur != nil && !in.cur.signalled && in.state == program.StateStarting {
-		in.end(restart.IntentStartTimeout)
+		in.endWith(restart.IntentStartTimeout, in.spec.StopSignal, in.spec.StopGrace)
 	}
 }
 
@@ -226,7 +342,7 @@ func (in *Instance) onOverMem(o memOver) {
 		return // a sample of a run that has ended or is already stopping
 	}
 	in.publish(program.KindRSSExceeded, &program.RSSExceeded{RSSBytes: o.rss, MaxRSS: in.spec.MaxRSS})
-	in.end(restart.IntentRSSDrain)
+	in.endWith(restart.IntentRSSDrain, in.spec.StopSignal, in.spec.StopGrace) // memory never waits for a turn
 }
 
 // checkHealth is the once-a-second look at whether a run is wedged.
@@ -235,7 +351,7 @@ func (in *Instance) checkHealth() {
 	if r == nil || r.signalled {
 		return
 	}
-	now := in.now()
+	now := time.Now()
 	if in.state != program.StateRunning || now.Sub(r.started) < in.spec.WedgeStartupGrace {
 		in.r.streak = 0
 		return

@@ -54,6 +54,23 @@ func fakeChild(mode string) {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "gated-turn": // a turn that lasts until the gate file exists, then idle
+		sdNotify("X_TEND_TURN=active")
+		for {
+			if _, err := os.Stat(os.Getenv("TEND_GATE")); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		sdNotify("X_TEND_TURN=idle")
+	case "flood": // READY=1 lost in a flood of turn flips would be a start_timeout crash
+		for i := 0; i < 2000; i++ {
+			sdNotify("X_TEND_TURN=active")
+			if i == 1000 {
+				sdNotify("READY=1\nSTATUS=ready in the flood")
+			}
+			sdNotify("X_TEND_TURN=idle")
+		}
 	case "alloc": // grow past any small max_rss and stay there
 		b := make([]byte, 96<<20)
 		for i := range b {

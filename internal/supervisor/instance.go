@@ -22,14 +22,18 @@ import (
 
 // Deps is what every instance is handed.
 type Deps struct {
-	Reaper    *reaper.Reaper
-	Publish   func(program.Event)    // numbers, logs and fans out an event; must not block long
-	Update    func(program.Snapshot) // the instance's latest state, for the broker
-	Now       func() time.Time       // clock for accounting (default time.Now)
-	Rand      func() float64         // backoff jitter source in [0,1)
-	LogDir    string                 // state_dir/logs
-	NotifyDir string                 // where notify sockets go; "" = no notify sockets
-	FIFODir   string                 // where the runs' output FIFOs go; "" = anonymous pipes
+	Reaper  *reaper.Reaper
+	Publish func(program.Event)    // numbers, logs and fans out an event; must not block long
+	Update  func(program.Snapshot) // the instance's latest state, for the broker
+	Rand    func() float64         // backoff jitter source in [0,1)
+	LogDir  string                 // state_dir/logs
+	// NotifyDir holds the instances' notify sockets (state_dir/notify);
+	// "" = no notify sockets. ShortDir is a private directory with a short
+	// path (statedir.Runtime) for the sockets that cannot live in NotifyDir:
+	// a path past sun_path's 107 bytes, or a run of another user, who
+	// cannot enter the 0700 state directory.
+	NotifyDir, ShortDir string
+	FIFODir             string // where the runs' output FIFOs go; "" = anonymous pipes
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
 	Record   func(id string, pid, run int, started time.Time)
@@ -52,18 +56,24 @@ const (
 	cmdRemove
 )
 
+// command is an operator's request. reply (capacity 1) gets exactly one
+// value: with opts.Wait once the instance got where it was asked (true) or
+// could not (false), else as soon as the command is taken.
 type command struct {
 	kind  cmdKind
-	reply chan struct{} // closed when done: at once, or once stopped for stop/remove
+	opts  program.ActOptions
+	reply chan bool
 }
 
 // run is the process currently in place, from spawn to reaped exit.
 type run struct {
 	pid       int
-	n         int
+	n         int // the instance's run number (spawned runs only)
+	attempt   int // the instance's spawn attempt that made it
 	started   time.Time
 	intent    restart.Intent // what tend meant, if it is ending this run
 	signalled bool           // stop_signal sent; the escalation timer is armed
+	turnWait  time.Time      // an operator stop waits for the agent's turn to end until then
 }
 
 // Instance supervises one instance of a program. Its fields below the
@@ -82,13 +92,14 @@ type Instance struct {
 	hist      restart.History
 	state     string
 	cur       *run
-	runs      int
+	runs      int // runs spawned
+	attempts  int // spawns tried, failed ones included
 	lastExit  *program.LastExit
 	backoff   *program.Backoff
 	nextStart time.Time
-	wake      *time.Timer     // backoff expiry, or stop-grace expiry of cur; nil until first armed
-	waiters   []chan struct{} // stop and remove replies, due once the instance is at rest
-	replies   []chan struct{} // due after the next report, so a caller sees the new state
+	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
+	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
+	waiters   []waiter    // commands waiting for the instance to get somewhere
 	removing  bool
 	adopted   bool      // took over a run of an earlier daemon at creation
 	woke      time.Time // when the reaper woke for the exit being handled
@@ -106,7 +117,7 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		out:   spawn.NewOutput(LogPath(deps.LogDir, id), fifoPath(deps.FIFODir, id), spec.Logs),
 		state: program.StateStopped,
 	}
-	in.openNotify()
+	in.initHealth()
 	return in
 }
 
@@ -125,6 +136,9 @@ func LogPath(dir, id string) string {
 	return filepath.Join(dir, name+"-"+strconv.Itoa(k)+".log")
 }
 
+// loop is the instance's one goroutine. Every case handles one thing and
+// returns here, so an operator's stop is taken between any two steps, even
+// of a program that fails to spawn in a loop.
 func (in *Instance) loop() {
 	defer close(in.done)
 	in.report()
@@ -136,8 +150,8 @@ func (in *Instance) loop() {
 			in.onExit(st)
 		case <-in.wakeC():
 			in.onWake()
-		case m := <-in.notes:
-			in.onNotify(*m)
+		case <-in.noteC():
+			in.onNotes()
 		case <-in.tickC():
 			in.checkHealth()
 		case <-in.startC():
@@ -149,49 +163,56 @@ func (in *Instance) loop() {
 		case o := <-in.mem.over:
 			in.onOverMem(o)
 		}
-		in.report()
-		for _, r := range in.replies {
-			close(r)
+		if in.spawnDue {
+			continue // the spawn is next: report its outcome, not this instant
 		}
-		in.replies = in.replies[:0]
+		in.report()
+		in.settleWaiters()
 	}
 	in.closeHealth()
 	in.out.Close()
+	in.releaseWaiters()
 }
 
-// send hands c to the loop; false if the instance is gone.
+// send hands c to the loop; false if the instance is gone (c.reply then
+// holds what a gone instance means for it).
 func (in *Instance) send(c command) bool {
 	select {
 	case in.cmds <- c:
 		return true
 	case <-in.done:
-		close(c.reply)
+		c.reply <- c.kind == cmdStop || c.kind == cmdRemove // gone is stopped
 		return false
 	}
 }
 
 func (in *Instance) handle(c command) {
+	w := waiter{reply: c.reply, after: in.attempts}
 	switch c.kind {
 	case cmdStart:
+		w.goal = goalRunning
 		in.start()
-		in.replies = append(in.replies, c.reply)
 	case cmdRestart:
+		w.goal = goalNewRun
 		if in.cur == nil {
 			in.start()
 		} else {
-			in.end(restart.IntentOperatorRestart)
+			in.end(restart.IntentOperatorRestart, c.opts.Now)
 		}
-		in.replies = append(in.replies, c.reply)
 	case cmdStop, cmdRemove:
+		w.goal = goalRest
 		in.removing = in.removing || c.kind == cmdRemove
 		if in.cur == nil {
+			in.spawnDue = false
 			in.settle(program.StateStopped)
-			in.replies = append(in.replies, c.reply)
-			return
+		} else {
+			in.end(restart.IntentStop, c.opts.Now)
 		}
-		in.end(restart.IntentStop)
-		in.waiters = append(in.waiters, c.reply)
 	}
+	if !c.opts.Wait && c.kind != cmdRemove {
+		w.goal = goalTaken // answered after the next report
+	}
+	in.waiters = append(in.waiters, w)
 }
 
 // start spawns now, whatever the instance was doing short of running. An
@@ -209,9 +230,13 @@ func (in *Instance) start() {
 	in.spawn()
 }
 
-// end asks the current run to stop for intent: stop_signal to its group now,
-// SIGKILL to the same run after stop_grace.
-func (in *Instance) end(intent restart.Intent) {
+// end asks the current run to stop for an operator's intent: at once, or
+// once the agent's turn ends (turn_grace, SPEC 13) unless now.
+func (in *Instance) end(intent restart.Intent, now bool) {
+	r := in.cur
+	if !r.signalled && !now && in.startTurnWait(intent) {
+		return
+	}
 	in.endWith(intent, in.spec.StopSignal, in.spec.StopGrace)
 }
 
@@ -224,7 +249,7 @@ func (in *Instance) endWith(intent restart.Intent, sig syscall.Signal, grace tim
 	if r.signalled {
 		return
 	}
-	r.signalled = true
+	r.signalled, r.turnWait = true, time.Time{}
 	in.state = program.StateStopping
 	in.stopHealth()
 	_ = in.deps.Reaper.Signal(r.pid, sig, true)
@@ -233,10 +258,15 @@ func (in *Instance) endWith(intent restart.Intent, sig syscall.Signal, grace tim
 
 func (in *Instance) onWake() {
 	switch {
+	case in.spawnDue:
+		in.spawnDue = false
+		in.spawn()
 	case in.cur != nil && in.cur.signalled:
 		// Grace is over. Signal only reaches this run if it is still
 		// unreaped, never a run spawned since.
 		_ = in.deps.Reaper.Signal(in.cur.pid, syscall.SIGKILL, true)
+	case in.cur != nil && !in.cur.turnWait.IsZero():
+		in.checkTurnWait()
 	case in.cur == nil && in.state == program.StateBackoff:
 		in.spawn()
 	}
@@ -259,8 +289,15 @@ func (in *Instance) disarm() {
 	}
 }
 
+// ready is a channel that is always ready: the loop's wake-up for a spawn
+// due now, taken in turn with commands and exits rather than by recursion.
+var ready = func() chan time.Time { c := make(chan time.Time); close(c); return c }()
+
 func (in *Instance) wakeC() <-chan time.Time {
-	if in.wake == nil {
+	switch {
+	case in.spawnDue:
+		return ready
+	case in.wake == nil:
 		return nil
 	}
 	return in.wake.C
@@ -269,22 +306,35 @@ func (in *Instance) wakeC() <-chan time.Time {
 func (in *Instance) spawn() {
 	in.disarm()
 	in.backoff, in.nextStart = nil, time.Time{}
-	now := in.now()
-	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
-		Spec: in.spec, Env: in.runEnv(), Out: in.out,
-		Owner: func(s reaper.Status) { in.exits <- s },
-	})
+	in.attempts++
+	now := time.Now()
+	pid, err := in.startRun()
 	if err != nil {
 		in.publish(program.KindSpawnFailed, &program.SpawnFailed{Error: err.Error(), Errno: spawn.Errno(err)})
 		in.ended(program.Exit{SpawnErr: err, StartedAt: now, EndedAt: now}, restart.IntentNone)
 		return
 	}
 	in.runs++
-	in.cur = &run{pid: pid, n: in.runs, started: now}
+	in.cur = &run{pid: pid, n: in.runs, attempt: in.attempts, started: now}
 	in.state = program.StateRunning
 	in.record()
 	in.publish(program.KindSpawned, &program.Spawned{PID: pid, Run: in.runs})
 	in.startHealth(now)
+}
+
+// startRun opens the run's notify socket and starts it.
+func (in *Instance) startRun() (int, error) {
+	if err := in.openNotify(); err != nil {
+		return 0, err
+	}
+	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
+		Spec: in.spec, Env: in.runEnv(), Out: in.out,
+		Owner: func(s reaper.Status) { in.exits <- s },
+	})
+	if err != nil {
+		in.closeNotify()
+	}
+	return pid, err
 }
 
 func (in *Instance) onExit(st reaper.Status) {
@@ -296,7 +346,8 @@ func (in *Instance) onExit(st reaper.Status) {
 	in.record()
 	in.disarm()
 	in.stopHealth()
-	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: in.now()}
+	in.closeNotify()
+	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now()}
 	if st.Adopted {
 		ex.Unknown = true
 	} else if st.Wait.Signaled() {
@@ -314,7 +365,7 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	if in.removing {
 		intent = restart.IntentStop
 	}
-	now := in.now()
+	now := time.Now()
 	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
 	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
 	in.publish(program.KindExited, &program.Exited{
@@ -333,7 +384,8 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	case restart.NextRestart:
 		in.publish(program.KindBackoff, d.Backoff)
 		if d.Delay <= 0 {
-			in.spawn()
+			in.spawnDue = true // on the loop's next turn: a stop can still come first
+			in.state = program.StateStarting
 			return
 		}
 		in.state, in.backoff, in.nextStart = program.StateBackoff, d.Backoff, now.Add(d.Delay)
@@ -348,15 +400,13 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	}
 }
 
-// settle puts the instance at rest in state and releases stop waiters.
+// settle puts the instance at rest in state.
 func (in *Instance) settle(state string) {
 	in.disarm()
 	if state != program.StateStopped || in.state != program.StateExited && in.state != program.StateFatal {
 		in.state = state // a stop leaves an ended instance as it ended
 	}
 	in.backoff, in.nextStart = nil, time.Time{}
-	in.replies = append(in.replies, in.waiters...)
-	in.waiters = nil
 }
 
 func (in *Instance) publish(kind string, data any) {
@@ -371,27 +421,25 @@ func (in *Instance) report() {
 		Degraded: in.hist.Degraded, Restarts: in.hist.Restarts, LastExit: in.lastExit,
 		NextStartAt: program.Time{Time: in.nextStart},
 	}
-	stopping := ""
+	snap := program.Snapshot{Spec: in.spec, Backoff: in.backoff, LastOutput: in.out.LastActivity}
 	if r := in.cur; r != nil {
 		pid := r.pid
 		st.PID, st.StartedAt = &pid, program.Time{Time: r.started}
-		if r.signalled {
-			stopping = stoppingFor[r.intent]
+		switch {
+		case r.signalled:
+			snap.Stopping = stoppingFor[r.intent]
+		case !r.turnWait.IsZero():
+			snap.Stopping, snap.TurnWait = stoppingFor[r.intent], r.turnWait
+			st.State = program.StateStopping
 		}
 	}
 	in.reportHealth(&st)
-	in.deps.Update(program.Snapshot{Status: st, Spec: in.spec, Backoff: in.backoff, Stopping: stopping, LastOutput: in.out.LastActivity, Turn: in.turnReport()})
+	snap.Status, snap.Turn = st, in.turnReport()
+	in.deps.Update(snap)
 }
 
 // stoppingFor names why a run is being stopped, for the status's why.
 var stoppingFor = map[restart.Intent]string{
 	restart.IntentStop: "stop", restart.IntentOperatorRestart: "restart", restart.IntentWedgeRestart: "wedge",
 	restart.IntentRSSDrain: "rss", restart.IntentStartTimeout: "start_timeout",
-}
-
-func (in *Instance) now() time.Time {
-	if in.deps.Now != nil {
-		return in.deps.Now()
-	}
-	return time.Now()
 }

@@ -81,7 +81,7 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	}
 	m.mu.Unlock()
 	m.trackedChanged()
-	_ = waitAll(context.Background(), sendAll(starts, cmdStart)) // a start replies at once
+	collect(context.Background(), starts, sendAll(starts, cmdStart, program.ActOptions{})) // taken at once
 	return ids, errs
 }
 
@@ -118,43 +118,85 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	return err
 }
 
-// retire stops and ends the instances and forgets them.
+// retire stops and ends the instances and forgets them. If ctx ends first
+// they are still forgotten once they have stopped (a cancelled tend rm
+// leaves no ghost in tend ps), and retire returns ctx's error.
 func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
-	if err := waitAll(ctx, sendAll(insts, cmdRemove)); err != nil {
-		return err
-	}
+	sendAll(insts, cmdRemove, program.ActOptions{Wait: true})
+	var pending []*Instance
 	for _, in := range insts {
-		<-in.done
-		if m.mem != nil {
-			m.mem.remove(in)
+		select {
+		case <-in.done:
+			m.forgetInstance(in)
+		case <-ctx.Done():
+			pending = append(pending, in)
 		}
-		m.forget(in.id)
 	}
-	return nil
+	if len(pending) == 0 {
+		return nil
+	}
+	go func() {
+		for _, in := range pending {
+			<-in.done
+			m.forgetInstance(in)
+		}
+	}()
+	return ctx.Err()
+}
+
+func (m *Manager) forgetInstance(in *Instance) {
+	if m.mem != nil {
+		m.mem.remove(in)
+	}
+	m.forget(in.id)
+}
+
+// Outcome is how an operator action went for one instance.
+type Outcome struct {
+	ID string
+	// Done: the instance answered (with opts.Wait: it got somewhere); false
+	// when ctx ended first.
+	Done bool
+	// OK: it got where it was asked (always, without Wait).
+	OK bool
 }
 
 // Start starts the selected instances that are not running.
-func (m *Manager) Start(sel string) ([]string, error) {
-	return m.act(context.Background(), sel, cmdStart) // a start replies at once
+func (m *Manager) Start(ctx context.Context, sel string, opts program.ActOptions) ([]Outcome, error) {
+	return m.act(ctx, sel, cmdStart, opts)
 }
 
 // Restart restarts the selected instances (an intentional restart: crash
 // accounting untouched, immediate respawn).
-func (m *Manager) Restart(sel string) ([]string, error) {
-	return m.act(context.Background(), sel, cmdRestart)
+func (m *Manager) Restart(ctx context.Context, sel string, opts program.ActOptions) ([]Outcome, error) {
+	return m.act(ctx, sel, cmdRestart, opts)
 }
 
-// Stop stops the selected instances and returns once they have stopped.
-func (m *Manager) Stop(ctx context.Context, sel string) ([]string, error) {
-	return m.act(ctx, sel, cmdStop)
+// Stop stops the selected instances.
+func (m *Manager) Stop(ctx context.Context, sel string, opts program.ActOptions) ([]Outcome, error) {
+	return m.act(ctx, sel, cmdStop, opts)
 }
 
-func (m *Manager) act(ctx context.Context, sel string, kind cmdKind) ([]string, error) {
+func (m *Manager) act(ctx context.Context, sel string, kind cmdKind, opts program.ActOptions) ([]Outcome, error) {
 	insts, err := m.resolve(sel)
 	if err != nil {
 		return nil, err
 	}
-	return idsOf(insts), waitAll(ctx, sendAll(insts, kind))
+	return collect(ctx, insts, sendAll(insts, kind, opts)), nil
+}
+
+// collect gathers the replies of insts until ctx ends.
+func collect(ctx context.Context, insts []*Instance, replies []chan bool) []Outcome {
+	out := make([]Outcome, len(insts))
+	for i, in := range insts {
+		out[i].ID = in.id
+		select {
+		case ok := <-replies[i]:
+			out[i].Done, out[i].OK = true, ok
+		case <-ctx.Done():
+		}
+	}
+	return out
 }
 
 // resolve turns a selector into instances, sorted by id.
@@ -317,8 +359,8 @@ func (m *Manager) rescale(ctx context.Context, name string, n int) error {
 		added = slices.Clone(g.insts[before:])
 	}
 	m.mu.Unlock()
-	if spec.Autostart {
-		_ = waitAll(context.Background(), sendAll(added, cmdStart)) // an adopted one is running: a no-op
+	if spec.Autostart { // an adopted one is running: a no-op
+		collect(context.Background(), added, sendAll(added, cmdStart, program.ActOptions{}))
 	}
 	err := m.retire(ctx, extra)
 	m.trackedChanged()
@@ -362,24 +404,13 @@ func (m *Manager) trackedChanged() {
 }
 
 // sendAll sends kind to every instance and returns the reply channels.
-func sendAll(insts []*Instance, kind cmdKind) []chan struct{} {
-	replies := make([]chan struct{}, len(insts))
+func sendAll(insts []*Instance, kind cmdKind, opts program.ActOptions) []chan bool {
+	replies := make([]chan bool, len(insts))
 	for i, in := range insts {
-		replies[i] = make(chan struct{})
-		in.send(command{kind: kind, reply: replies[i]})
+		replies[i] = make(chan bool, 1)
+		in.send(command{kind: kind, opts: opts, reply: replies[i]})
 	}
 	return replies
-}
-
-func waitAll(ctx context.Context, replies []chan struct{}) error {
-	for _, r := range replies {
-		select {
-		case <-r:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 func idsOf(insts []*Instance) []string {

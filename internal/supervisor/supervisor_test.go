@@ -67,7 +67,7 @@ func TestOperatorRestartOfATermIgnoringChild(t *testing.T) {
 		return string(b) == "up\n"
 	})
 	old := pidOf(h.status("stubborn:0"))
-	if _, err := h.mgr.Restart("stubborn:0"); err != nil {
+	if _, err := h.mgr.Restart(context.Background(), "stubborn:0", program.ActOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor("a new run", func() bool {
@@ -107,7 +107,7 @@ func TestStopLeavesNoGrandchild(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := h.mgr.Stop(ctx, "forker"); err != nil {
+	if _, err := h.mgr.Stop(ctx, "forker", program.ActOptions{Wait: true}); err != nil {
 		t.Fatal(err)
 	}
 	if st := h.status("forker:0"); st.State != program.StateStopped || st.PID != nil {
@@ -177,11 +177,11 @@ func TestCleanExitPoliciesAndStopStart(t *testing.T) {
 	if n := len(h.matching(program.KindSpawned, "once:0")); n != 1 {
 		t.Errorf("on-failure restarted a clean exit: %d spawns", n)
 	}
-	if _, err := h.mgr.Start("once"); err != nil {
+	if _, err := h.mgr.Start(context.Background(), "once", program.ActOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor("second run", func() bool { return len(h.matching(program.KindExited, "once:0")) == 2 })
-	if _, err := h.mgr.Start("nope"); err == nil {
+	if _, err := h.mgr.Start(context.Background(), "nope", program.ActOptions{}); err == nil {
 		t.Error("start of an unknown program succeeded")
 	}
 }
