@@ -1,9 +1,20 @@
 // Package broker is the one answer to "is this instance alive and what is it
 // doing". Supervisors push a Snapshot after every change; the broker keeps the
 // latest per registered instance and derives the full Status (lifecycle, why,
-// uptime, turn) through one pure reducer when asked. It publishes
-// status_changed when a change a reader cares about happens (state,
-// lifecycle, pid, turn, process count), never for a no-op.
+// uptime, turn, process tree) through one pure reducer when asked.
+//
+// status_changed is published when a change a reader cares about happens
+// (state, lifecycle, pid, turn), never for a no-op, and coalesced per
+// instance (SPEC 5): at most one each Interval, and the latest state always
+// follows within Interval, so a program flipping its notify state in a loop
+// costs a few events a second, not one per flip.
+//
+// The broker never blocks a supervisor (STYLE 7): Update only stores the
+// snapshot and marks the instance due under the broker's lock, which no one
+// holds across a /proc sample or a write to disk. Run's goroutine alone
+// derives (reading the process tree) and publishes status_changed, outside
+// the lock; being the only publisher of that kind, it keeps each instance's
+// announcements in order.
 //
 // An id that is not registered is answered as unknown and leaves nothing
 // behind: lookups never insert. A list is one consistent snapshot taken under
@@ -31,53 +42,77 @@ type Tree interface {
 }
 
 // How fresh a process tree must be: a single status reads it anew, a list of
-// a thousand may reuse samples up to a second old.
+// a thousand (or an announcement) may reuse samples up to a second old.
 const (
 	statusTreeAge = 0
 	listTreeAge   = time.Second
 )
+
+// Interval is the least time between two status_changed of one instance.
+const Interval = 100 * time.Millisecond
+
+// agentEvery is how often alive agents are looked at again: an agent's turn
+// read from its output ends by silence, which no one reports.
+const agentEvery = time.Second
 
 // Broker holds the latest snapshot of every registered instance.
 type Broker struct {
 	publish func(program.Event)
 	now     func() time.Time
 	tree    Tree          // nil: no process trees
-	kick    chan struct{} // an agent registered; capacity 1
+	kick    chan struct{} // something is due, or an agent registered; capacity 1
 
-	mu      sync.Mutex        // guards entries and agents
-	entries map[string]*entry // by instance id
-	agents  map[string]*entry // the entries that are agents: the only ones whose turn changes on its own
+	mu      sync.Mutex          // guards entries, agents and due
+	entries map[string]*entry   // by instance id
+	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
+	due     map[*entry]struct{} // entries with a change not announced yet
 }
 
 type entry struct {
 	snap program.Snapshot
 	seen changeKey // what the last status_changed (or registration) said
+	last time.Time // when the last status_changed of it was published
+	gone bool      // forgotten: a pending announcement is dropped
 }
 
-// changeKey is the part of a status whose change is worth an event.
+// changeKey is the part of a status whose change is worth an event. It is
+// computed from the snapshot alone (no process tree), cheaply, on every
+// Update.
 type changeKey struct {
 	state, lifecycle string
 	pid              int
 	turn             bool
-	procs            int
 }
 
 func keyOf(s *program.Status) changeKey {
-	k := changeKey{state: s.State, lifecycle: s.Lifecycle, turn: s.TurnActive, procs: len(s.Processes)}
+	k := changeKey{state: s.State, lifecycle: s.Lifecycle, turn: s.TurnActive}
 	if s.PID != nil {
 		k.pid = *s.PID
 	}
 	return k
 }
 
-// New returns an empty Broker. publish receives status_changed events; tree
-// (may be nil) reads process trees.
+// quickKey is keyOf the snapshot's derived status, without deriving the
+// rest of it (why, uptime).
+func quickKey(s *program.Snapshot, now time.Time) changeKey {
+	st := &s.Status
+	alive := st.PID != nil
+	turn := alive && turnActive(*s, now)
+	k := changeKey{state: st.State, turn: turn, lifecycle: Lifecycle(st.State, alive, st.Agent, turn, st.LastExit)}
+	if alive {
+		k.pid = *st.PID
+	}
+	return k
+}
+
+// New returns an empty Broker. publish receives status_changed events (from
+// Run's goroutine); tree (may be nil) reads process trees.
 func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 	if now == nil {
 		now = time.Now
 	}
 	return &Broker{publish: publish, now: now, tree: tree, kick: make(chan struct{}, 1),
-		entries: map[string]*entry{}, agents: map[string]*entry{}}
+		entries: map[string]*entry{}, agents: map[string]*entry{}, due: map[*entry]struct{}{}}
 }
 
 // derive is Derive plus the run's process tree.
@@ -93,51 +128,62 @@ func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration)
 }
 
 // Update records an instance's latest snapshot, registering it on first
-// sight, and publishes status_changed if something a reader cares about
-// changed.
+// sight, and marks it due for status_changed if something a reader cares
+// about changed. It does no I/O and never waits for Run.
 func (b *Broker) Update(s program.Snapshot) {
+	k := quickKey(&s, b.now())
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	e, ok := b.entries[s.Status.ID]
-	st := b.derive(s, b.now(), statusTreeAge)
-	k := keyOf(&st)
 	if !ok {
 		e = &entry{snap: s, seen: k}
 		b.entries[s.Status.ID] = e
 		if s.Status.Agent {
 			b.agents[s.Status.ID] = e
-			select { // wake Run if it sleeps for want of agents
-			case b.kick <- struct{}{}:
-			default:
-			}
+			b.poke() // Run may sleep for want of agents
 		}
+		b.mu.Unlock()
 		return
 	}
-	if old := e.snap.Status.PID; old != nil && b.tree != nil && (s.Status.PID == nil || *s.Status.PID != *old) {
+	old := e.snap.Status.PID
+	e.snap = s
+	if k != e.seen {
+		b.markLocked(e)
+	}
+	b.mu.Unlock()
+	if old != nil && b.tree != nil && (s.Status.PID == nil || *s.Status.PID != *old) {
 		b.tree.Forget(*old) // that run has ended
 	}
-	e.snap = s
-	b.announceLocked(e, &st, k)
 }
 
-// announceLocked publishes status_changed if k differs from what was last
-// announced for e.
-func (b *Broker) announceLocked(e *entry, st *program.Status, k changeKey) {
-	if k != e.seen {
-		e.seen = k
-		b.publish(program.Event{Kind: program.KindStatusChanged, ID: st.ID, Program: st.Program, Data: st})
+// markLocked puts e among the due announcements and wakes Run.
+func (b *Broker) markLocked(e *entry) {
+	if _, ok := b.due[e]; !ok {
+		b.due[e] = struct{}{}
+		b.poke()
+	}
+}
+
+func (b *Broker) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
 	}
 }
 
 // Forget drops an instance; later lookups answer unknown.
 func (b *Broker) Forget(id string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if e, ok := b.entries[id]; ok && e.snap.Status.PID != nil && b.tree != nil {
+	e, ok := b.entries[id]
+	if ok {
+		e.gone = true
+		delete(b.entries, id)
+		delete(b.agents, id)
+		delete(b.due, e)
+	}
+	b.mu.Unlock()
+	if ok && e.snap.Status.PID != nil && b.tree != nil {
 		b.tree.Forget(*e.snap.Status.PID)
 	}
-	delete(b.entries, id)
-	delete(b.agents, id)
 }
 
 // Status derives one instance's status; an unknown id wraps
@@ -181,28 +227,36 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 	return out
 }
 
-// Run re-derives the alive agents once a second until ctx ends, so a turn
-// that starts or ends (output within turn_idle_after, or silence) is
-// announced by status_changed even when the supervisor reports nothing new.
-// Without agents it sleeps: a fleet of plain workers costs no wake-ups.
+// Run publishes the due status_changed events, each instance at most once
+// per Interval, until ctx ends; once a second it also looks at the alive
+// agents, so a turn that starts or ends (output within turn_idle_after, or
+// silence) is announced even when the supervisor reports nothing new.
+// Without agents or changes it sleeps: a quiet fleet costs no wake-ups.
 func (b *Broker) Run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	var nextAgents time.Time
 	for {
-		if !b.anyAgents() {
-			t.Stop()
-			select {
-			case <-b.kick:
-				t.Reset(time.Second)
-			case <-ctx.Done():
-				return
+		agents := b.anyAgents()
+		if now := b.now(); agents && !now.Before(nextAgents) {
+			b.recheck()
+			nextAgents = now.Add(agentEvery)
+		}
+		wait, ok := b.flush()
+		if agents {
+			if a := nextAgents.Sub(b.now()); !ok || a < wait {
+				wait, ok = a, true
 			}
+		}
+		t.Stop()
+		if ok {
+			t.Reset(max(wait, time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-b.kick:
 		case <-t.C:
-			b.recheck()
 		}
 	}
 }
@@ -213,16 +267,53 @@ func (b *Broker) anyAgents() bool {
 	return len(b.agents) > 0
 }
 
-// recheck re-derives every alive agent and announces the ones that changed.
-func (b *Broker) recheck() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// flush publishes the due announcements whose Interval has passed and says
+// how long until the next one is due (ok false: none is).
+func (b *Broker) flush() (wait time.Duration, ok bool) {
 	now := b.now()
-	for _, e := range b.agents {
-		if e.snap.Status.PID == nil {
+	type due struct {
+		e    *entry
+		snap program.Snapshot
+	}
+	var ready []due
+	b.mu.Lock()
+	for e := range b.due {
+		if next := e.last.Add(Interval); now.Before(next) {
+			if w := next.Sub(now); !ok || w < wait {
+				wait, ok = w, true
+			}
 			continue
 		}
-		st := b.derive(e.snap, now, listTreeAge)
-		b.announceLocked(e, &st, keyOf(&st))
+		delete(b.due, e)
+		if quickKey(&e.snap, now) == e.seen {
+			continue // changed and changed back: nothing to say
+		}
+		e.last = now
+		ready = append(ready, due{e, e.snap})
+	}
+	b.mu.Unlock()
+	// Derive (reading /proc) and publish outside the lock.
+	for _, d := range ready {
+		st := b.derive(d.snap, now, listTreeAge)
+		b.mu.Lock()
+		gone := d.e.gone
+		d.e.seen = keyOf(&st)
+		b.mu.Unlock()
+		if !gone {
+			b.publish(program.Event{Kind: program.KindStatusChanged, ID: st.ID, Program: st.Program, Data: &st})
+		}
+	}
+	return wait, ok
+}
+
+// recheck marks the alive agents whose turn (or lifecycle) changed on its own.
+func (b *Broker) recheck() {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.agents {
+		if e.snap.Status.PID != nil && quickKey(&e.snap, now) != e.seen {
+			b.markLocked(e)
+		}
 	}
 }

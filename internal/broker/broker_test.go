@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -104,6 +105,7 @@ func TestStatusChangedOnlyOnRealChanges(t *testing.T) {
 	b := New(rec.publish, func() time.Time { return now }, nil)
 	b.Update(snap("w:0", nil)) // registration announces nothing
 	b.Update(snap("w:0", nil))
+	b.flush()
 	if rec.count() != 0 {
 		t.Fatalf("no-op updates published %d events", rec.count())
 	}
@@ -111,10 +113,13 @@ func TestStatusChangedOnlyOnRealChanges(t *testing.T) {
 	now = now.Add(time.Minute) // uptime and why change; nothing a reader watches
 	b.Update(snap("w:0", func(s *program.Snapshot) { running(100)(s); s.Status.CrashCount = 3 }))
 	b.recheck()
+	b.flush()
 	if rec.count() != 1 {
 		t.Fatalf("%d events, want 1 (stopped -> running)", rec.count())
 	}
 	b.Update(snap("w:0", running(101))) // a new pid is a change
+	now = now.Add(Interval)
+	b.flush()
 	if rec.count() != 2 {
 		t.Fatalf("%d events after a pid change, want 2", rec.count())
 	}
@@ -140,11 +145,13 @@ func TestAgentTurnFollowsOutput(t *testing.T) {
 	}
 	lastOut = now.Add(-time.Second)
 	b.recheck()
+	b.flush()
 	if st, _ := b.Status("a:0"); st.Lifecycle != program.LifecycleRunning || !st.TurnActive {
 		t.Fatalf("agent with fresh output: %s turn %v", st.Lifecycle, st.TurnActive)
 	}
 	now = now.Add(11 * time.Second)
 	b.recheck()
+	b.flush()
 	if st, _ := b.Status("a:0"); st.Lifecycle != program.LifecycleIdle {
 		t.Fatalf("agent after turn_idle_after of silence: %s", st.Lifecycle)
 	}
@@ -255,5 +262,70 @@ func TestWhySentences(t *testing.T) {
 		if !strings.HasPrefix(st.Why, c.want) {
 			t.Errorf("%s: why %q, want %q", c.name, st.Why, c.want)
 		}
+	}
+}
+
+func TestStatusChangedIsCoalescedPerInstance(t *testing.T) {
+	// A run flipping its turn (or READY/RELOADING) in a loop: at most one
+	// status_changed per Interval per instance, the latest state always
+	// announced, and another instance's change not held back by it.
+	var rec recorder
+	now := t0
+	b := New(rec.publish, func() time.Time { return now }, nil)
+	turn := false
+	flipper := func(s *program.Snapshot) {
+		running(9)(s)
+		s.Status.Agent = true
+		t := turn
+		s.Turn = &t
+	}
+	b.Update(snap("f:0", flipper))
+	b.Update(snap("w:0", nil))
+	for i := 0; i < 1000; i++ { // 1000 flips within one Interval
+		turn = !turn
+		b.Update(snap("f:0", flipper))
+		now = now.Add(50 * time.Microsecond)
+	}
+	b.Update(snap("w:0", running(10)))
+	if wait, ok := b.flush(); ok {
+		t.Fatalf("nothing should be left due, next in %v", wait)
+	}
+	if rec.count() != 1 { // f:0 ended where it began (idle): only w:0 changed
+		t.Fatalf("%d events after 1000 flips that ended where they began, want 1 (w:0)", rec.count())
+	}
+	turn = true
+	b.Update(snap("f:0", flipper))
+	b.flush()
+	turn = false
+	b.Update(snap("f:0", flipper))
+	wait, ok := b.flush()
+	if rec.count() != 2 || !ok || wait <= 0 || wait > Interval {
+		t.Fatalf("%d events, next due in %v (%v); want the second flip held for the interval", rec.count(), wait, ok)
+	}
+	now = now.Add(Interval)
+	b.flush()
+	if rec.count() != 3 {
+		t.Fatalf("%d events; the latest state must follow within the interval", rec.count())
+	}
+	last := rec.events[2].Data.(*program.Status)
+	if last.ID != "f:0" || last.TurnActive {
+		t.Fatalf("last announcement %+v, want f:0 idle", last)
+	}
+}
+
+func TestRunPublishesWithoutBeingAsked(t *testing.T) {
+	var rec recorder
+	b := New(rec.publish, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.Run(ctx)
+	b.Update(snap("w:0", nil))
+	b.Update(snap("w:0", running(10)))
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if rec.count() != 1 {
+		t.Fatalf("%d events from Run", rec.count())
 	}
 }
