@@ -84,13 +84,14 @@ func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 	return b.d.mgr.Scale(ctx, name, n)
 }
 
-// Readiness counts the instances that should run: autostart ones that are
-// not stopped by the operator and not done.
+// Readiness counts the instances that should run: all but those the
+// operator stopped, those that never autostart and have not been started,
+// and those done (exited with restart = "on-failure" or "never"). Until the
+// fleet's initial start is done the daemon is not ready, whatever the counts.
 func (b *backend) Readiness() program.Readiness {
 	var r program.Readiness
 	for _, st := range b.d.broker.List(false) {
-		switch st.State {
-		case program.StateStopped, program.StateExited:
+		if !b.shouldRun(&st) {
 			continue
 		}
 		r.Instances++
@@ -100,8 +101,22 @@ func (b *backend) Readiness() program.Readiness {
 			r.NotReady = append(r.NotReady, st.ID)
 		}
 	}
-	r.Ready = r.ReadyN == r.Instances
+	r.Ready = r.ReadyN == r.Instances && b.d.started.Load()
 	return r
+}
+
+func (b *backend) shouldRun(st *program.Status) bool {
+	switch st.State {
+	case program.StateExited:
+		return false
+	case program.StateStopped:
+		if st.LastExit != nil {
+			return false // stopped by the operator
+		}
+		spec, ok := b.d.mgr.Spec(st.Program)
+		return ok && spec.Autostart // not started yet
+	}
+	return true
 }
 
 func (b *backend) Reload() (api.ReloadResult, error) { return b.d.reload() }

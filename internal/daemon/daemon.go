@@ -81,6 +81,7 @@ type daemon struct {
 	strays        sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
 	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
+	started       atomic.Bool                     // the initial start of the fleet is done (readyz)
 	reloadMu      sync.Mutex                      // one reload at a time
 	shutdown      chan struct{}                   // closed by the first request to stop
 	once          chanOnce
@@ -170,6 +171,7 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
+	d.started.Store(true)
 loop:
 	for {
 		select {
@@ -198,6 +200,7 @@ loop:
 // stop stops every instance, then everything else, in the reverse order of start.
 func (d *daemon) stop() error {
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopping, PID: os.Getpid()}})
+	d.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
 	err := d.mgr.Shutdown(ctx)
@@ -215,16 +218,6 @@ func (d *daemon) stop() error {
 	os.Remove(filepath.Join(d.cfg.Daemon.StateDir, SocketName))
 	d.lock.Close()
 	return err
-}
-
-// stopBudget bounds a shutdown: the longest stop_grace, then SIGKILL, plus
-// room for the kernel to tear processes down.
-func (d *daemon) stopBudget() time.Duration {
-	longest := 10 * time.Second
-	for _, p := range d.cfg.Programs {
-		longest = max(longest, p.StopGrace)
-	}
-	return longest + 30*time.Second
 }
 
 // requestStop starts a shutdown once, from any goroutine.

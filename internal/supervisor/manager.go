@@ -256,6 +256,17 @@ func (m *Manager) IDs() []string {
 	return idsOf(insts)
 }
 
+// Specs returns the specs of every program, in name order.
+func (m *Manager) Specs() []*program.Spec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*program.Spec, 0, len(m.progs))
+	for _, name := range m.namesLocked() {
+		out = append(out, m.progs[name].spec)
+	}
+	return out
+}
+
 // Spec returns the spec of a program.
 func (m *Manager) Spec(name string) (*program.Spec, bool) {
 	m.mu.Lock()
