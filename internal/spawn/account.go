@@ -1,9 +1,12 @@
 package spawn
 
 import (
+	"bufio"
 	"fmt"
+	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -45,4 +48,42 @@ func Credential(userName, groupName string) (*syscall.Credential, error) {
 		cred.Gid = uint32(gid)
 	}
 	return cred, nil
+}
+
+// AccountEnv is what a run as userName gets from that user's passwd entry,
+// as login(1) and systemd's User= give it: HOME, USER, LOGNAME and SHELL
+// (SHELL only when the entry names one). Nil for "" or an unknown user.
+func AccountEnv(userName string) map[string]string {
+	if userName == "" {
+		return nil
+	}
+	u, err := user.Lookup(userName)
+	if err != nil {
+		if u, err = user.LookupId(userName); err != nil {
+			return nil
+		}
+	}
+	env := map[string]string{"HOME": u.HomeDir, "USER": u.Username, "LOGNAME": u.Username}
+	if sh := passwdShell(u.Username); sh != "" {
+		env["SHELL"] = sh
+	}
+	return env
+}
+
+// passwdShell is the login shell of name in /etc/passwd (os/user does not
+// expose it), or "".
+func passwdShell(name string) string {
+	f, err := os.Open("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) == 7 && fields[0] == name {
+			return fields[6]
+		}
+	}
+	return ""
 }

@@ -36,7 +36,10 @@ const notifyVar = "NOTIFY_SOCKET"
 // keeps its place and shares its string; an override takes the place of the
 // variable it replaces, and new ones follow in name order.
 func Env(s *program.Spec, k int, notifySocket string) []string {
-	over := make(map[string]string, len(s.Env)+4)
+	over := make(map[string]string, len(s.Env)+8)
+	for key, val := range AccountEnv(s.User) { // the program's own env may still override these
+		over[key] = val
+	}
 	for key, val := range s.Env {
 		over[key] = val
 	}
@@ -165,6 +168,7 @@ func lookPath(name, cwd string, env []string) (string, error) {
 			pathEnv = v
 		}
 	}
+	denied := "" // a match that is not executable: EACCES, as a shell says, if nothing better turns up
 	for _, dir := range filepath.SplitList(pathEnv) {
 		if dir == "" {
 			dir = "."
@@ -173,9 +177,17 @@ func lookPath(name, cwd string, env []string) (string, error) {
 		if !filepath.IsAbs(p) && cwd != "" {
 			p = filepath.Join(cwd, p)
 		}
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil || st.IsDir():
+		case st.Mode()&0o111 != 0:
 			return p, nil
+		case denied == "":
+			denied = p
 		}
+	}
+	if denied != "" {
+		return "", fmt.Errorf("exec %s: %w", denied, syscall.EACCES)
 	}
 	return "", fmt.Errorf("exec %s: %w", name, exec.ErrNotFound)
 }

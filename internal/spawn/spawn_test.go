@@ -77,8 +77,11 @@ func TestLookPathUsesTheRunsPathAndCwd(t *testing.T) {
 	if p, err := lookPath("tool", "/", []string{"PATH=" + bin}); err != nil || p != filepath.Join(bin, "tool") {
 		t.Errorf("tool on the run's PATH: %q %v", p, err)
 	}
-	if _, err := lookPath("data", "/", []string{"PATH=" + bin}); !errors.Is(err, exec.ErrNotFound) {
-		t.Errorf("a file that is not executable: %v", err)
+	if _, err := lookPath("data", "/", []string{"PATH=" + bin}); !errors.Is(err, syscall.EACCES) || Errno(err) != "EACCES" {
+		t.Errorf("a file on PATH that is not executable: %v, want EACCES as a shell says", err)
+	}
+	if _, err := lookPath("nothing", "/", []string{"PATH=" + bin}); !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("a name on no PATH entry: %v", err)
 	}
 	if p, _ := lookPath("./bin/tool", dir, nil); p != filepath.Join(dir, "bin/tool") {
 		t.Errorf("a relative path resolves against cwd: %q", p)

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -313,16 +315,15 @@ func TestRunsAsAnotherUser(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("userdel", name).Run() })
 	h := newHealthHarness(t)
-	// The other user must be able to reach its notify socket: a traversable
-	// (not listable) dir, as the daemon makes its state dir.
-	dir, err := os.MkdirTemp("", "tend-notify")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o711)
-	h.mgr.deps.NotifyDir = dir
-	s := spec("asuser", "/bin/sh", "-c", `echo "uid=$(id -un)"; systemd-notify --ready --status="as $(id -un)" || echo notify failed; exec sleep 1000`)
+	// The state dir's notify dir is private (0700, as the daemon makes it):
+	// the other user's socket goes to the short, traversable (not listable)
+	// directory instead, as statedir.Runtime makes it.
+	private, short := t.TempDir(), t.TempDir()
+	os.Chmod(private, 0o700)
+	os.Chmod(short, 0o711)
+	os.Chmod(filepath.Dir(short), 0o711)
+	h.mgr.deps.NotifyDir, h.mgr.deps.ShortDir = private, short
+	s := spec("asuser", "/bin/sh", "-c", `echo "uid=$(id -un) home=$HOME user=$USER logname=$LOGNAME shell=$SHELL"; systemd-notify --ready --status="as $(id -un)" || echo notify failed; exec sleep 1000`)
 	s.Cwd, s.User, s.Ready = "/", name, program.ReadyNotify
 	if _, err := h.mgr.Add(s); err != nil {
 		t.Fatal(err)
@@ -331,6 +332,11 @@ func TestRunsAsAnotherUser(t *testing.T) {
 		b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "asuser:0"))
 		return strings.Contains(string(b), "uid="+name)
 	})
+	b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "asuser:0"))
+	u, _ := user.Lookup(name)
+	if want := fmt.Sprintf("home=%s user=%s logname=%s shell=/usr/sbin/nologin", u.HomeDir, name, name); !strings.Contains(string(b), want) {
+		t.Errorf("the run's account environment: %q, want %q", b, want)
+	}
 	if _, err := exec.LookPath("systemd-notify"); err == nil {
 		h.waitFor("READY=1 from the other user", func() bool {
 			st := h.status("asuser:0")
