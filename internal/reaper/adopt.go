@@ -32,7 +32,9 @@ func (r *Reaper) Adopt(pid int, startTicks uint64, owner Owner) error {
 	}
 	pidfd := os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid)) // non-blocking: the netpoller watches it
 	r.mu.Lock()
-	r.routes[pid] = route{owner: owner, pidfd: pidfd, pidfdN: fd}
+	// killGroup: when the run is our child after all (tend's subreaper
+	// ancestry brought it here), the drain ends its group as for any run.
+	r.routes[pid] = route{owner: owner, pidfd: pidfd, pidfdN: fd, startTicks: startTicks, killGroup: true}
 	r.mu.Unlock()
 	go r.watch(pid, pidfd)
 	return nil
@@ -52,12 +54,26 @@ func (r *Reaper) watch(pid int, pidfd *os.File) {
 	rt, ok := r.routes[pid]
 	if ok && rt.pidfd == pidfd {
 		delete(r.routes, pid)
+		killAdoptedGroup(pid, rt.startTicks)
 	}
 	r.mu.Unlock()
 	pidfd.Close()
 	if ok && rt.pidfd == pidfd {
 		rt.owner(Status{PID: pid, Adopted: true, At: now, Woke: now})
 	}
+}
+
+// killAdoptedGroup ends what is left of an adopted run's process group once
+// its leader has exited, as the drain does for a child's run. The kernel
+// keeps a pid number allocated while any process uses it as its group id,
+// so while members are left this reaches only them. Once they are all gone
+// the number may be reused: a process now holding it under another start
+// time is a stranger, and is left alone.
+func killAdoptedGroup(pid int, startTicks uint64) {
+	if ticks, err := StartTicks(pid); err == nil && ticks != startTicks {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // signalAdoptedLocked signals an adopted run: the pidfd proves the leader is

@@ -48,10 +48,11 @@ type Owner func(Status)
 
 // route is where a registered pid's exit goes.
 type route struct {
-	owner     Owner
-	killGroup bool     // SIGKILL the rest of its process group when it exits
-	pidfd     *os.File // an adopted run (not our child): its exit comes through this
-	pidfdN    int      // pidfd's descriptor, valid while the route exists
+	owner      Owner
+	killGroup  bool     // SIGKILL the rest of its process group when it exits
+	pidfd      *os.File // an adopted run (not our child): its exit comes through this
+	pidfdN     int      // pidfd's descriptor, valid while the route exists
+	startTicks uint64   // an adopted run's start time: its pid names it only with this
 }
 
 // Reaper owns wait4 for the whole process. Create one per process.
@@ -59,8 +60,6 @@ type Reaper struct {
 	mu     sync.Mutex     // held across every fork, signal and wait; guards routes
 	routes map[int]route  // live (unreaped) registered pids; guarded by mu
 	orphan atomic.Uint64  // exited children with no owner
-	reaped atomic.Uint64  // every child collected
-	onReap func(pid int)  // test hook, called under mu before routing; nil normally
 	sigs   chan os.Signal // SIGCHLD wake-ups
 	stop   chan struct{}  // closed by Stop
 	done   chan struct{}  // closed when the loop has returned
@@ -163,19 +162,8 @@ func (r *Reaper) Signal(pid int, sig syscall.Signal, group bool) error {
 	return err
 }
 
-// Registered reports whether pid is a live registered child.
-func (r *Reaper) Registered(pid int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.routes[pid]
-	return ok
-}
-
 // Orphans is how many unowned children have been reaped.
 func (r *Reaper) Orphans() uint64 { return r.orphan.Load() }
-
-// Reaped is how many children have been reaped in all.
-func (r *Reaper) Reaped() uint64 { return r.reaped.Load() }
 
 // Drain collects every child that has exited and routes it. The drain loop
 // calls it on each SIGCHLD; it is exported for PID 1 mode and tests.
@@ -200,10 +188,6 @@ func (r *Reaper) drain(woke time.Time) {
 		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
 		if err != nil || got != pid {
 			return // someone else collected it; nothing to route
-		}
-		r.reaped.Add(1)
-		if r.onReap != nil {
-			r.onReap(pid)
 		}
 		if !owned {
 			r.orphan.Add(1)

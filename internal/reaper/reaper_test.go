@@ -230,3 +230,59 @@ func TestInChildSignalReachesTheGroup(t *testing.T) {
 	}
 	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
 }
+
+func TestInChildAnAdoptedRunsStragglersEndWithIt(t *testing.T) {
+	r := inChild(t)
+	for _, parentWaits := range []bool{true, false} {
+		// The leader L leads its own session with a background sleep in its
+		// group. With parentWaits its parent stays (L is not ours: its end
+		// comes through the pidfd); else L is reparented to us, the
+		// subreaper (its end comes through the drain).
+		dir := t.TempDir()
+		script := `setsid sh -c 'echo $$ > ` + dir + `/leader; sleep 300 & echo $! > ` + dir + `/bg; exec sleep 300' &`
+		if parentWaits {
+			script += " wait"
+		}
+		if _, err := r.Spawn(forkExec("/bin/sh", "-c", script), func(Status) {}, false); err != nil {
+			t.Fatal(err)
+		}
+		var leader, bg int
+		waitFor(t, "the run to start", func() bool {
+			leader, bg = readPid(dir+"/leader"), readPid(dir+"/bg")
+			return leader > 0 && bg > 0
+		})
+		ticks, err := StartTicks(leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan Status, 1)
+		if err := r.Adopt(leader, ticks, func(s Status) { got <- s }); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(leader, syscall.SIGKILL)
+		select {
+		case <-got:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no exit of the adopted run")
+		}
+		waitFor(t, "the adopted run's straggler to end", func() bool { return !liveProcess(bg) })
+	}
+	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+}
+
+func readPid(path string) int {
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// liveProcess reports whether pid exists and is not a zombie.
+func liveProcess(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
