@@ -170,6 +170,8 @@ func TestFakeMembers(t *testing.T) {
 	fakeTree(f)
 	fds := openFDs(t)
 
+	tr.Sample(100, 0) // sampled again at once below: a hot run keeps its files open
+	tr.Sample(200, 0)
 	procs := checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
 	want := program.Process{PID: 103, PPID: 102, PGID: 102, Cmd: "sleep 301", RSSBytes: 10 * tr.pageSize, State: "S"}
 	if got := find(procs, 103); got != want {
@@ -296,6 +298,7 @@ func TestFakeThreads(t *testing.T) {
 	f.children(100, 111, 120) // forked by a thread other than the main one
 	f.add(ps{pid: 120, ppid: 100, pgid: 100, sid: 100, cmd: "sleep 5"})
 	fds := openFDs(t)
+	tr.Sample(100, 0) // hot from the next sample on
 	checkSample(t, tr, 100, []int{100, 120}, program.TrackingGroup)
 	if got := openFDs(t); got != fds+1+3+2 {
 		t.Errorf("%d fds open, want stat and 3 threads for 100, 2 for 120", got-fds)
@@ -381,5 +384,26 @@ func TestFakeOrphanLeftSession(t *testing.T) {
 	}
 	if got := tr.orphans.of[107]; got != nil {
 		t.Errorf("a session leader is a candidate for its own session: %v", got)
+	}
+}
+
+func TestFakeColdRunsHoldNoFiles(t *testing.T) {
+	// A run sampled once (a status asked now and then) holds nothing open
+	// after the sample; sampled again within hotWindow it keeps its files.
+	f, tr := newFake(t)
+	fakeTree(f)
+	fds := openFDs(t)
+	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
+	if got := openFDs(t); got != fds {
+		t.Errorf("a run sampled once keeps %d fds open", got-fds)
+	}
+	f.now = f.now.Add(hotWindow + time.Second)
+	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
+	if got := openFDs(t); got != fds {
+		t.Errorf("a run sampled after hotWindow keeps %d fds open", got-fds)
+	}
+	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
+	if got := openFDs(t); got != fds+2*5 {
+		t.Errorf("a run sampled twice in a row holds %d fds, want 10", got-fds)
 	}
 }

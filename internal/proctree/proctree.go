@@ -35,14 +35,16 @@ const (
 	// defaultTaskEvery is how often a multi-threaded member's thread list
 	// may be re-listed when its thread count changed.
 	defaultTaskEvery = time.Second
+	// hotWindow: a run sampled again within this keeps its files open.
+	hotWindow = 3 * time.Second
 )
 
 // Tracker follows the process trees of many runs. It is safe for concurrent
 // use; one mutex serialises samples, which are a few microseconds of reads.
 //
-// Each known member holds one descriptor for its stat and one per thread for
-// its children files, until it is gone, its run's leader is gone (seen by a
-// Sample), or Forget.
+// Each known member of a hot run holds one descriptor for its stat and one
+// per thread for its children files, until it is gone, its run goes cold or
+// its leader is gone (seen by a Sample), or Forget.
 type Tracker struct {
 	// Set by NewAt and never changed after (tests adjust them before use).
 	root      string // "/proc", or a test's stand-in
@@ -150,13 +152,21 @@ func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Proc
 		r = &run{leader: leader, members: make(map[int]*member)}
 		t.runs[leader] = r
 	}
+	hot := !r.at.IsZero() && now.Sub(r.at) < hotWindow
 	if !t.walkLocked(r, now) {
-		// Nothing is kept for a run whose leader is gone, so a caller that
-		// never calls Forget leaks nothing.
-		t.forgetLocked(r)
+		// The members last seen are kept, their files closed, for Signal,
+		// which a supervisor calls once its run has ended (and which
+		// forgets them), or until Forget.
+		t.coolLocked(r)
+		if len(r.members) == 0 {
+			delete(t.runs, leader)
+		}
 		return []program.Process{}, program.TrackingNone, 0
 	}
 	t.resultLocked(r, now)
+	if !hot {
+		t.coolLocked(r)
+	}
 	return r.procs, r.tracking, r.rss
 }
 
@@ -348,11 +358,19 @@ func (t *Tracker) openLocked(pid int) *member {
 	return m
 }
 
-// readLocked re-reads a member's stat once per sample; false when the
-// process is gone or its pid now names another process.
+// readLocked re-reads a member's stat once per sample (opening it again if
+// its run went cold); false when the process is gone or its pid now names
+// another process.
 func (t *Tracker) readLocked(m *member) bool {
 	if m.read == t.gen {
 		return true
+	}
+	if m.fd < 0 {
+		fd, err := openRead(t.dir(m.pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		m.fd = fd
 	}
 	st, ok := t.readStatLocked(m.fd)
 	if !ok || st.start != m.start {
@@ -360,6 +378,21 @@ func (t *Tracker) readLocked(m *member) bool {
 	}
 	t.setLocked(m, st)
 	return true
+}
+
+// coolLocked closes the files of r's members, keeping what they told: a
+// later sample opens them again and checks each is the same process.
+func (t *Tracker) coolLocked(r *run) {
+	for _, m := range r.members {
+		if m.fd >= 0 {
+			closeFD(m.fd)
+			m.fd = -1
+		}
+		for _, tk := range m.tasks {
+			closeFD(tk.fd)
+		}
+		m.tasks = nil
+	}
 }
 
 func (t *Tracker) readStatLocked(fd int) (stat, bool) {
@@ -388,7 +421,9 @@ func (t *Tracker) setLocked(m *member, st stat) {
 
 // dropLocked closes a member's files and forgets it.
 func (t *Tracker) dropLocked(r *run, m *member) {
-	closeFD(m.fd)
+	if m.fd >= 0 {
+		closeFD(m.fd)
+	}
 	for _, tk := range m.tasks {
 		closeFD(tk.fd)
 	}

@@ -217,6 +217,7 @@ func TestInChildScenario(t *testing.T) {
 	tr := New()
 	tr.selfEvery = 0
 	fds := openFDs(t)
+	tr.Sample(leader, 0) // sampled again at once: hot
 	procs := checkSample(t, tr, leader, sorted(leader, p["group"], p["sub"], p["setsid"], p["orphan"]), program.TrackingTree)
 	if got := openFDs(t); got != fds+2*5 {
 		t.Errorf("%d fds open for 5 single-threaded members, want 10", got-fds)
@@ -309,6 +310,7 @@ func TestLeaderGone(t *testing.T) {
 	waitExec(t, "sleep", 0, leader)
 
 	tr := New()
+	tr.Sample(leader, 0) // sampled again at once: hot
 	procs := checkSample(t, tr, leader, []int{leader}, program.TrackingGroup)
 	want := program.Process{PID: leader, PPID: os.Getpid(), PGID: leader, Cmd: "sleep 300", RSSBytes: procs[0].RSSBytes, State: procs[0].State}
 	if procs[0] != want || procs[0].RSSBytes <= 0 || !strings.Contains("RS", want.State) {
@@ -384,4 +386,46 @@ func TestThreadedLeader(t *testing.T) {
 		t.Errorf("tracker holds %d threads' children files of %d threads", tasks, threads)
 	}
 	tr.Forget(leader)
+}
+
+// Without cgroups a stop must reach what left the run's process group: a
+// setsid'd child while the leader lives (a fresh walk), and once the leader
+// is gone, the members the last sample saw.
+func TestSignalReachesMembersOutsideTheGroup(t *testing.T) {
+	for _, leaderFirst := range []bool{false, true} {
+		names := []string{"escapee", "group"}
+		cmd, p := startRun(t, nil, names, nil, "/bin/sh", "-c",
+			`setsid sleep 302 & echo escapee $!; sleep 303 & echo group $!; exec sleep 300`)
+		leader := cmd.Process.Pid
+		waitExec(t, "sleep", 0, leader, p["escapee"], p["group"])
+		if st, ok := procStat(p["escapee"], 0); ok { // should the test fail before it ends
+			t.Cleanup(func() {
+				if now, ok := procStat(p["escapee"], 0); ok && now.start == st.start {
+					syscall.Kill(p["escapee"], syscall.SIGKILL)
+				}
+			})
+		}
+		tr := New()
+		if leaderFirst {
+			checkSample(t, tr, leader, sorted(leader, p["escapee"], p["group"]), program.TrackingTree)
+			// The leader and its group go first (as the reaper kills the
+			// group of a run whose leader exited); the escapee, whose parent
+			// died, is adopted by init and found only as last seen.
+			syscall.Kill(-leader, syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+		if n := tr.Signal(leader, syscall.SIGKILL); n != 1 {
+			t.Errorf("leader gone first %v: signalled %d, want the escapee alone", leaderFirst, n)
+		}
+		waitFor(t, "the escapee to end", func() bool {
+			st, ok := procStat(p["escapee"], 0)
+			return !ok || st.state == 'Z'
+		})
+		if st, ok := procStat(p["group"], 0); !leaderFirst && (!ok || st.state == 'Z') {
+			t.Error("Signal reached a member of the leader's group, which the caller signals itself")
+		}
+		if n := fdsInto(t, leader, p["escapee"]); n != 0 {
+			t.Errorf("%d fds left open into the run", n)
+		}
+	}
 }

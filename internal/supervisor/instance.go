@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/restart"
@@ -42,9 +43,14 @@ type Deps struct {
 	Detected func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
 }
 
-// Tree reads the summed RSS of a run's process tree (package proctree).
+// Tree reads a run's process tree (package proctree): its summed RSS for
+// max_rss, and, without cgroups, the members a stop must reach outside the
+// run's process group.
 type Tree interface {
 	Sample(leader int, maxAge time.Duration) ([]program.Process, string, int64)
+	// Signal sends sig to the run's members outside its process group
+	// (fresh while the leader lives, else as last seen); see proctree.
+	Signal(leader int, sig syscall.Signal) int
 }
 
 type cmdKind int
@@ -252,7 +258,7 @@ func (in *Instance) endWith(intent restart.Intent, sig syscall.Signal, grace tim
 	r.signalled, r.turnWait = true, time.Time{}
 	in.state = program.StateStopping
 	in.stopHealth()
-	_ = in.deps.Reaper.Signal(r.pid, sig, true)
+	in.signalRun(r.pid, sig)
 	in.arm(grace)
 }
 
@@ -264,7 +270,7 @@ func (in *Instance) onWake() {
 	case in.cur != nil && in.cur.signalled:
 		// Grace is over. Signal only reaches this run if it is still
 		// unreaped, never a run spawned since.
-		_ = in.deps.Reaper.Signal(in.cur.pid, syscall.SIGKILL, true)
+		in.signalRun(in.cur.pid, syscall.SIGKILL)
 	case in.cur != nil && !in.cur.turnWait.IsZero():
 		in.checkTurnWait()
 	case in.cur == nil && in.state == program.StateBackoff:
@@ -347,6 +353,7 @@ func (in *Instance) onExit(st reaper.Status) {
 	in.disarm()
 	in.stopHealth()
 	in.closeNotify()
+	in.sweep(st.PID)
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now()}
 	if st.Adopted {
 		ex.Unknown = true
@@ -436,6 +443,29 @@ func (in *Instance) report() {
 	in.reportHealth(&st)
 	snap.Status, snap.Turn = st, in.turnReport()
 	in.deps.Update(snap)
+}
+
+// signalRun sends sig to the run led by pid: without cgroups first the
+// members that left its process group (setsid), found by a walk of its tree
+// while the leader still holds it together, then the group itself through
+// the reaper (which holds the pid while it is unreaped).
+func (in *Instance) signalRun(pid int, sig syscall.Signal) {
+	if in.deps.Tree != nil {
+		in.deps.Tree.Signal(pid, sig)
+	}
+	_ = in.deps.Reaper.Signal(pid, sig, true)
+}
+
+// sweep ends what an ended run left behind outside its group (the reaper
+// killed the group as the leader exited): the members last seen in its
+// tree, and orphans that reached tend, as subreaper, carrying this
+// instance's TEND_ID. Nothing accumulates across restarts.
+func (in *Instance) sweep(pid int) {
+	if in.deps.Tree == nil {
+		return
+	}
+	in.deps.Tree.Signal(pid, syscall.SIGKILL)
+	in.deps.Reaper.SignalUnowned(func(orphan int) bool { return proctree.OwnedBy("/proc", orphan, in.id) })
 }
 
 // stoppingFor names why a run is being stopped, for the status's why.
