@@ -171,7 +171,11 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
-	d.started.Store(true)
+	go func() { // the fleet starts a few at a time while this loop serves
+		if d.mgr.WaitStarted(ctx) == nil {
+			d.started.Store(true)
+		}
+	}()
 loop:
 	for {
 		select {

@@ -39,20 +39,20 @@ func BenchmarkSample(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				tr.Sample(leader, 0)
+				tr.Monitor(leader) // the memory watchdog's steady path
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n+1), "ns/proc")
 		})
 	}
 }
 
-// A steady tree costs one allocation per sample: the result.
+// A steady monitored tree costs one allocation per sample: the result.
 func TestFakeSteadyAllocs(t *testing.T) {
 	f, tr := newFake(t)
 	fakeTree(f)
 	tr.selfEvery = time.Hour // the orphan index's re-listing is amortised over every run
-	tr.Sample(100, 0)
-	if n := testing.AllocsPerRun(100, func() { tr.Sample(100, 0) }); n != 1 {
+	tr.Monitor(100)
+	if n := testing.AllocsPerRun(100, func() { tr.Monitor(100) }); n != 1 {
 		t.Errorf("a sample of a steady tree allocates %v times", n)
 	}
 }

@@ -170,8 +170,8 @@ func TestFakeMembers(t *testing.T) {
 	fakeTree(f)
 	fds := openFDs(t)
 
-	tr.Sample(100, 0) // sampled again at once below: a hot run keeps its files open
-	tr.Sample(200, 0)
+	tr.Monitor(100) // a monitored run keeps its files open
+	tr.Monitor(200)
 	procs := checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
 	want := program.Process{PID: 103, PPID: 102, PGID: 102, Cmd: "sleep 301", RSSBytes: 10 * tr.pageSize, State: "S"}
 	if got := find(procs, 103); got != want {
@@ -180,9 +180,10 @@ func TestFakeMembers(t *testing.T) {
 	if got := find(procs, 104); got.PPID != fakeSelf || got.PGID != 100 {
 		t.Errorf("adopted orphan = %+v", got)
 	}
-	// Each member holds its stat and its thread's children file.
-	if got := openFDs(t); got != fds+2*5 {
-		t.Errorf("%d fds open for 5 members, want %d", got-fds, 2*5)
+	// Each member of a monitored run holds its stat and its thread's
+	// children file: 5 of run 100, 2 of run 200.
+	if got := openFDs(t); got != fds+2*5+2*2 {
+		t.Errorf("%d fds open for 5+2 members, want %d", got-fds, 2*7)
 	}
 	checkSample(t, tr, 200, []int{200, 201}, program.TrackingGroup)
 
@@ -257,6 +258,7 @@ func TestFakePidReuseAndExec(t *testing.T) {
 	f, tr := newFake(t)
 	fakeTree(f)
 	fds := openFDs(t)
+	tr.Monitor(100) // monitored: its files stay open
 	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
 
 	// 101 execs: same start, new comm and cmdline.
@@ -298,7 +300,7 @@ func TestFakeThreads(t *testing.T) {
 	f.children(100, 111, 120) // forked by a thread other than the main one
 	f.add(ps{pid: 120, ppid: 100, pgid: 100, sid: 100, cmd: "sleep 5"})
 	fds := openFDs(t)
-	tr.Sample(100, 0) // hot from the next sample on
+	tr.Monitor(100) // keeps its files open
 	checkSample(t, tr, 100, []int{100, 120}, program.TrackingGroup)
 	if got := openFDs(t); got != fds+1+3+2 {
 		t.Errorf("%d fds open, want stat and 3 threads for 100, 2 for 120", got-fds)
@@ -387,23 +389,23 @@ func TestFakeOrphanLeftSession(t *testing.T) {
 	}
 }
 
-func TestFakeColdRunsHoldNoFiles(t *testing.T) {
-	// A run sampled once (a status asked now and then) holds nothing open
-	// after the sample; sampled again within hotWindow it keeps its files.
+func TestFakeOnlyMonitoredRunsHoldFiles(t *testing.T) {
+	// A run sampled (a status asked, a listing, however often) holds
+	// nothing open after the sample; a run the memory watchdog monitors
+	// keeps its files.
 	f, tr := newFake(t)
 	fakeTree(f)
 	fds := openFDs(t)
-	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
-	if got := openFDs(t); got != fds {
-		t.Errorf("a run sampled once keeps %d fds open", got-fds)
+	for range 3 {
+		checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
+		if got := openFDs(t); got != fds {
+			t.Errorf("a sampled run keeps %d fds open", got-fds)
+		}
 	}
-	f.now = f.now.Add(hotWindow + time.Second)
-	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
-	if got := openFDs(t); got != fds {
-		t.Errorf("a run sampled after hotWindow keeps %d fds open", got-fds)
+	if rss := tr.Monitor(100); rss <= 0 {
+		t.Errorf("Monitor rss %d", rss)
 	}
-	checkSample(t, tr, 100, []int{100, 101, 102, 103, 104}, program.TrackingTree)
 	if got := openFDs(t); got != fds+2*5 {
-		t.Errorf("a run sampled twice in a row holds %d fds, want 10", got-fds)
+		t.Errorf("a monitored run holds %d fds, want 10", got-fds)
 	}
 }

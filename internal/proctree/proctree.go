@@ -35,14 +35,12 @@ const (
 	// defaultTaskEvery is how often a multi-threaded member's thread list
 	// may be re-listed when its thread count changed.
 	defaultTaskEvery = time.Second
-	// hotWindow: a run sampled again within this keeps its files open.
-	hotWindow = 3 * time.Second
 )
 
 // Tracker follows the process trees of many runs. It is safe for concurrent
 // use; one mutex serialises samples, which are a few microseconds of reads.
 //
-// Each known member of a hot run holds one descriptor for its stat and one
+// Each known member of a monitored run holds one descriptor for its stat and one
 // per thread for its children files, until it is gone, its run goes cold or
 // its leader is gone (seen by a Sample), or Forget.
 type Tracker struct {
@@ -74,6 +72,8 @@ type run struct {
 	procs    []program.Process
 	tracking string
 	rss      int64
+	// monitored: sampled through Monitor, so its files stay open.
+	monitored bool
 }
 
 // member is one process of a run, with its /proc files held open.
@@ -136,8 +136,21 @@ func NewAt(procRoot string, self int) *Tracker {
 // reaped yet is still there, in state "Z", with its surviving members.
 //
 // A sample younger than maxAge is returned as is; 0 always samples. The
-// returned slice is shared with later callers and must not be modified.
+// returned slice is shared with later callers and must not be modified. The
+// run's /proc files are closed again after the sample (see Monitor).
 func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Process, tracking string, rss int64) {
+	return t.sample(leader, maxAge, false)
+}
+
+// Monitor samples the run led by leader afresh for its summed RSS, as the
+// memory watchdog does every second: the run's files stay open between
+// calls, so a steady tree costs a pread per file.
+func (t *Tracker) Monitor(leader int) int64 {
+	_, _, rss := t.sample(leader, 0, true)
+	return rss
+}
+
+func (t *Tracker) sample(leader int, maxAge time.Duration, keep bool) (procs []program.Process, tracking string, rss int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -152,7 +165,9 @@ func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Proc
 		r = &run{leader: leader, members: make(map[int]*member)}
 		t.runs[leader] = r
 	}
-	hot := !r.at.IsZero() && now.Sub(r.at) < hotWindow
+	if keep {
+		r.monitored = true
+	}
 	if !t.walkLocked(r, now) {
 		// The members last seen are kept, their files closed, for Signal,
 		// which a supervisor calls once its run has ended (and which
@@ -164,7 +179,7 @@ func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Proc
 		return []program.Process{}, program.TrackingNone, 0
 	}
 	t.resultLocked(r, now)
-	if !hot {
+	if !r.monitored {
 		t.coolLocked(r)
 	}
 	return r.procs, r.tracking, r.rss

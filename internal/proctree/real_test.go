@@ -217,7 +217,7 @@ func TestInChildScenario(t *testing.T) {
 	tr := New()
 	tr.selfEvery = 0
 	fds := openFDs(t)
-	tr.Sample(leader, 0) // sampled again at once: hot
+	tr.Monitor(leader) // monitored: its files stay open
 	procs := checkSample(t, tr, leader, sorted(leader, p["group"], p["sub"], p["setsid"], p["orphan"]), program.TrackingTree)
 	if got := openFDs(t); got != fds+2*5 {
 		t.Errorf("%d fds open for 5 single-threaded members, want 10", got-fds)
@@ -310,7 +310,7 @@ func TestLeaderGone(t *testing.T) {
 	waitExec(t, "sleep", 0, leader)
 
 	tr := New()
-	tr.Sample(leader, 0) // sampled again at once: hot
+	tr.Monitor(leader) // monitored: its files stay open
 	procs := checkSample(t, tr, leader, []int{leader}, program.TrackingGroup)
 	want := program.Process{PID: leader, PPID: os.Getpid(), PGID: leader, Cmd: "sleep 300", RSSBytes: procs[0].RSSBytes, State: procs[0].State}
 	if procs[0] != want || procs[0].RSSBytes <= 0 || !strings.Contains("RS", want.State) {
@@ -372,7 +372,7 @@ func TestThreadedLeader(t *testing.T) {
 	// compare the counts until one sample and one stat read agree.
 	var tasks, threads int
 	for try := 0; try < 100; try++ { // the tracker re-lists threads at most once a second
-		tr.Sample(leader, 0)
+		tr.Monitor(leader) // monitored: the children files stay open
 		st, _ := procStat(leader, 0)
 		tr.mu.Lock()
 		tasks = len(tr.runs[leader].members[leader].tasks)

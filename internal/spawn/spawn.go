@@ -98,21 +98,12 @@ func nullFile() (*os.File, error) {
 	return devNull, devNullErr
 }
 
-// startSlots bounds how many Starts run at once. A start is a string of
-// blocking system calls (stat, mkfifo, open, fork); when a thousand
-// instances start together, each call that blocks makes the Go runtime
-// hand its CPU to a new OS thread, and the daemon would keep hundreds of
-// idle threads (and their stacks) for good. Forks are serialised by the
-// reaper anyway, so a few slots cost the start nothing.
-var startSlots = make(chan struct{}, 4)
-
 // Start launches one run and returns its pid. An error means nothing runs
 // (missing binary, permission, bad cwd): the caller treats it as a spawn
 // failure. The child leads its own session and process group, so a stop
-// reaches every process it started that did not leave the group.
+// reaches every process it started that did not leave the group. Callers
+// bound how many Starts run at once (see supervisor's start slots).
 func Start(r *reaper.Reaper, req Request) (int, error) {
-	startSlots <- struct{}{}
-	defer func() { <-startSlots }()
 	null, err := nullFile()
 	if err != nil {
 		return 0, err

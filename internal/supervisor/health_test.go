@@ -115,7 +115,8 @@ func TestSystemdNotifyReadyStatusAndBarrier(t *testing.T) {
 	if _, err := h.mgr.Add(s); err != nil {
 		t.Fatal(err)
 	}
-	if st := h.status("ready:0"); st.State != program.StateStarting && st.State != program.StateRunning {
+	h.waitFor("the run to be starting", func() bool { return h.status("ready:0").PID != nil })
+	if st := h.status("ready:0"); st.State != program.StateStarting {
 		t.Fatalf("state %s before READY=1", st.State)
 	}
 	h.waitFor("READY=1", func() bool {

@@ -10,6 +10,7 @@ package supervisor
 
 import (
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -47,7 +48,9 @@ type Deps struct {
 // max_rss, and, without cgroups, the members a stop must reach outside the
 // run's process group.
 type Tree interface {
-	Sample(leader int, maxAge time.Duration) ([]program.Process, string, int64)
+	// Monitor returns the run's summed RSS, sampled afresh; it is called
+	// every second for each max_rss run.
+	Monitor(leader int) int64
 	// Signal sends sig to the run's members outside its process group
 	// (fresh while the leader lives, else as last seen); see proctree.
 	Signal(leader int, sig syscall.Signal) int
@@ -104,6 +107,7 @@ type Instance struct {
 	backoff   *program.Backoff
 	nextStart time.Time
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
+	deferred  []command   // commands taken while waiting for a start slot, handled next
 	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
 	waiters   []waiter    // commands waiting for the instance to get somewhere
 	removing  bool
@@ -149,6 +153,14 @@ func (in *Instance) loop() {
 	defer close(in.done)
 	in.report()
 	for !in.removing || in.cur != nil {
+		if len(in.deferred) > 0 {
+			c := in.deferred[0]
+			in.deferred = in.deferred[1:]
+			in.handle(c)
+			in.report()
+			in.settleWaiters()
+			continue
+		}
 		select {
 		case c := <-in.cmds:
 			in.handle(c)
@@ -310,6 +322,10 @@ func (in *Instance) wakeC() <-chan time.Time {
 }
 
 func (in *Instance) spawn() {
+	if !in.waitSlot() {
+		return // a stop came first: the loop handles it next, nothing started
+	}
+	defer func() { <-startSlots }()
 	in.disarm()
 	in.backoff, in.nextStart = nil, time.Time{}
 	in.attempts++
@@ -326,6 +342,34 @@ func (in *Instance) spawn() {
 	in.record()
 	in.publish(program.KindSpawned, &program.Spawned{PID: pid, Run: in.runs})
 	in.startHealth(now)
+}
+
+// startSlots bounds how many runs are being started at once. A start is a
+// string of blocking system calls (stat, mkfifo, open, bind, fork); when
+// ten thousand instances start together, each call that blocks makes the
+// Go runtime hand its CPU to a new OS thread, and the daemon would keep
+// hundreds of idle threads (and their stacks) for good; and every waiting
+// start would hold its notify socket open. Forks are serialised anyway
+// (syscall.ForkLock, and the reaper's lock), so a few slots per core keep
+// the cores busy with the rest.
+var startSlots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+
+// waitSlot takes a start slot, still taking commands meanwhile: a stop (or
+// tend down) that comes while the instance waits its turn cancels the start
+// (false) instead of waiting behind thousands of others. Other commands are
+// kept for after the start.
+func (in *Instance) waitSlot() bool {
+	for {
+		select {
+		case startSlots <- struct{}{}:
+			return true
+		case c := <-in.cmds:
+			in.deferred = append(in.deferred, c)
+			if c.kind == cmdStop || c.kind == cmdRemove {
+				return false
+			}
+		}
+	}
 }
 
 // startRun opens the run's notify socket and starts it.

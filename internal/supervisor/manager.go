@@ -21,11 +21,12 @@ type Manager struct {
 	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
 	trackIDs []string   // the list last published; guarded by trackMu
 
-	mu      sync.Mutex          // guards progs, closed, adopt and adopted
-	progs   map[string]*group   // by program name
-	closed  bool                // shutting down: no more additions
-	adopt   map[string]Adoption // runs of an earlier daemon not yet claimed, by instance id
-	adopted int                 // runs taken over
+	mu       sync.Mutex          // guards progs, closed, adopt, adopted and starting
+	progs    map[string]*group   // by program name
+	starting []chan bool         // replies of AddAll's starts not yet waited for
+	closed   bool                // shutting down: no more additions
+	adopt    map[string]Adoption // runs of an earlier daemon not yet claimed, by instance id
+	adopted  int                 // runs taken over
 }
 
 // group is one program's instances.
@@ -81,8 +82,31 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	}
 	m.mu.Unlock()
 	m.trackedChanged()
-	collect(context.Background(), starts, sendAll(starts, cmdStart, program.ActOptions{})) // taken at once
+	// The starts run on the instances' goroutines, a few at a time: the
+	// caller (the daemon's start, an API add) goes on, and a stop or tend
+	// down is taken meanwhile. WaitStarted waits for them.
+	replies := sendAll(starts, cmdStart, program.ActOptions{})
+	m.mu.Lock()
+	m.starting = append(m.starting, replies...)
+	m.mu.Unlock()
 	return ids, errs
+}
+
+// WaitStarted returns once every start AddAll has asked for so far has been
+// carried out (the run spawned, or its spawn failed), or ctx ends.
+func (m *Manager) WaitStarted(ctx context.Context) error {
+	m.mu.Lock()
+	pending := m.starting
+	m.starting = nil
+	m.mu.Unlock()
+	for _, r := range pending {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // growLocked adds instances to g until it has n.
