@@ -13,8 +13,8 @@ package api
 //     that changes anything (not GET or HEAD) must also carry an Origin
 //     header naming this very server, so no other page can drive the daemon
 //     through the browser.
-//   - Anything else is 401: the login page for a browser asking for a page,
-//     JSON for the API.
+//   - Anything else is 401 with JSON, or for a browser asking for a page a
+//     redirect to the login page.
 //
 // Secrets are compared in constant time (the token) or looked up by their
 // SHA-256 digest (codes and sessions), so response timing tells nothing
@@ -130,11 +130,12 @@ func ownOrigin(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// unauthorized answers 401: the login page to a browser opening the
-// dashboard, JSON to everyone else.
+// unauthorized sends a browser opening the dashboard to the login page,
+// and answers 401 with JSON to everyone else.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, msg string) {
 	if wantsPage(r) {
-		writeLoginPage(w, http.StatusUnauthorized, "")
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
 		return
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="tend"`)

@@ -363,15 +363,20 @@ func TestTCPBodyCap(t *testing.T) {
 func TestTCPUnauthenticatedPage(t *testing.T) {
 	f := newTCP(t)
 	r := f.do(t, "GET", "/", nil, "Accept", "text/html")
-	if r.code != 401 || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") ||
-		!strings.Contains(r.body, `name="code"`) {
-		t.Errorf("GET / without login: %d %q %q, want 401 with the login form", r.code, r.hdr.Get("Content-Type"), r.body)
+	if r.code != 303 || r.hdr.Get("Location") != "/login" {
+		t.Errorf("GET / without login: %d %v, want 303 to /login", r.code, r.hdr)
+	}
+	r = f.do(t, "GET", "/login", nil, "Accept", "text/html")
+	if r.code != 200 || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") ||
+		!strings.Contains(r.body, `<form method="post" action="/login">`) {
+		t.Errorf("GET /login: %d %q %q, want the login form", r.code, r.hdr.Get("Content-Type"), r.body)
 	}
 	if csp := r.hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self'") {
 		t.Errorf("login page CSP %q does not let its form post", csp)
 	}
 	// An EventSource or fetch to the API gets JSON.
 	jsonError(t, "events without login", f.do(t, "GET", "/v1/events", nil, "Accept", "text/event-stream"), 401)
+	jsonError(t, "status from a page's fetch", f.do(t, "GET", "/v1/status", nil, "Accept", "application/json"), 401)
 }
 
 func TestDashboardLogin(t *testing.T) {

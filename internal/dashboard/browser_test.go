@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -68,15 +70,28 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Skip("builds tend and starts a browser")
 	}
 	d := startTend(t)
-	login := d.cli(t, "dashboard")
-	if !strings.HasPrefix(login, d.base+"/login?code=") {
-		t.Fatalf("tend dashboard printed %q, want a login URL on %s", login, d.base)
-	}
+	code := d.loginCode(t)
 
 	d.checkToken(t)
 
+	// The old login link logs nobody in: the login page takes a code only
+	// as a POSTed form field.
 	ctx, requests, problems := newBrowser(t)
-	if err := chromedp.Do(ctx, chromedp.Navigate(login)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/login?code="+url.QueryEscape(code))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the login form", `!!document.querySelector('form[action="/login"] input[name=code]')`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the login form instead of the dashboard", `!!document.querySelector('input[name=code]') && !document.getElementById('rows')`)
+	shots := t.TempDir()
+	screenshot(t, ctx, shots, "login.png")
+
+	// The code typed into the login form logs in and lands on the dashboard.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`input[name=code]`, strings.ToLower(code)+kb.Enter),
+	); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range fleetIDs {
@@ -146,7 +161,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	waitJS(t, ctx, "sleeper:0 shown running again", `document.querySelector('#rows [data-id="sleeper:0"] .c-state')?.textContent === 'running'`)
 
-	shots := t.TempDir()
 	screenshot(t, ctx, shots, "dashboard.png")
 
 	// The details of an instance: its process tree and a live log tail.
@@ -167,6 +181,84 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	for _, p := range problems() {
 		t.Errorf("page console: %s", p)
+	}
+
+	// tend dashboard --open logs a browser in through a private page that
+	// POSTs the code; here the fake xdg-open tells the test which page, and
+	// the test opens it as the browser would.
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "logged out", `!!document.querySelector('input[name=code]')`)
+	page, open := d.openDashboard(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range fleetIDs {
+		waitJS(t, ctx, "row of "+id+" after --open", fmt.Sprintf(`!!document.querySelector('#rows [data-id=%q]')`, id))
+	}
+	if out := open(); !strings.Contains(out, "Logged in.") {
+		t.Errorf("tend dashboard --open said:\n%s", out)
+	}
+	if _, err := os.Stat(page); !os.IsNotExist(err) {
+		t.Errorf("the login page %s is still there (%v)", page, err)
+	}
+}
+
+// loginCode runs tend dashboard and returns the code it prints, checking
+// that it prints the dashboard's address and no URL holding the code.
+func (d *tend) loginCode(t *testing.T) string {
+	t.Helper()
+	out := d.cli(t, "dashboard")
+	m := regexp.MustCompile(`(?m)^Login code: (\S+) `).FindStringSubmatch(out)
+	if m == nil || !strings.HasPrefix(out, "Dashboard:  "+d.base+"/\n") || strings.Contains(out, "code=") {
+		t.Fatalf("tend dashboard printed:\n%s\nwant the dashboard at %s/ and a login code", out, d.base)
+	}
+	return m[1]
+}
+
+// openDashboard starts tend dashboard --open with a fake xdg-open that
+// records the page it is given, and returns that page; wait waits for
+// tend dashboard to end and returns its output.
+func (d *tend) openDashboard(t *testing.T) (page string, wait func() string) {
+	t.Helper()
+	bin, rec := t.TempDir(), t.TempDir()
+	script := "#!/bin/sh\nprintf '%s' \"$1\" > \"" + rec + "/page.tmp\" && mv \"" + rec + "/page.tmp\" \"" + rec + "/page\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(d.bin, "--socket", d.sock, "dashboard", "--open")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XDG_RUNTIME_DIR="+t.TempDir())
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	waitFor(t, "xdg-open to be given the page", func() bool {
+		b, err := os.ReadFile(filepath.Join(rec, "page"))
+		page = string(b)
+		return err == nil
+	})
+	return page, func() string {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			if err != nil {
+				t.Errorf("tend dashboard --open: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("tend dashboard --open still runs after the browser logged in")
+		}
+		return out.String()
 	}
 }
 
@@ -385,11 +477,21 @@ func describe(o *runtime.RemoteObject) string {
 	return " " + o.Description
 }
 
-// waitJS waits until the JavaScript expression is true in the page.
+// waitJS waits until the JavaScript expression is true in the page, across
+// navigations (a login goes through a page that moves on by itself).
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// A navigation under way drops the page's context: -32000.
+		if !strings.Contains(err.Error(), "(-32000)") || time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
