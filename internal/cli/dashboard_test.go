@@ -144,7 +144,9 @@ func TestDashboardOpen(t *testing.T) {
 
 	var out, errb syncBuffer
 	exit := make(chan int, 1)
-	go func() { exit <- Main(context.Background(), []string{"--socket", d.sock, "dashboard", "--open"}, &out, &errb) }()
+	go func() {
+		exit <- Main(context.Background(), []string{"--socket", d.sock, "dashboard", "--open"}, &out, &errb)
+	}()
 
 	pagePath := filepath.Join(rec, "page")
 	waitFor(t, "xdg-open to read the page", func() bool { _, err := os.Stat(pagePath); return err == nil })
