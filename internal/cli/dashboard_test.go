@@ -75,14 +75,16 @@ func TestDashboardWithoutHTTP(t *testing.T) {
 
 // fakeXDGOpen is an xdg-open that records its arguments, its process id and
 // the page it was given (and that page's mode) in $TEND_FAKE_XDG, as a
-// browser would read it, then exits with $TEND_FAKE_XDG_EXIT.
+// browser would read it, then runs until $TEND_FAKE_XDG/release appears
+// (at most 30 s) and exits with $TEND_FAKE_XDG_EXIT.
 const fakeXDGOpen = `#!/bin/sh
 rec="$TEND_FAKE_XDG"
 echo $$ > "$rec/pid"
 printf '%s\n' "$@" > "$rec/argv"
 stat -c %a "$1" > "$rec/mode"
 cat "$1" > "$rec/page.tmp" && mv "$rec/page.tmp" "$rec/page"
-sleep 0.3
+i=0
+while [ ! -e "$rec/release" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
 exit "${TEND_FAKE_XDG_EXIT:-0}"
 `
 
@@ -101,36 +103,57 @@ func xdgFixture(t *testing.T, exit int) (rec, runtime string) {
 	return rec, runtime
 }
 
-// cmdlines records every distinct command line in /proc until stop.
-func cmdlines(t *testing.T) (stop func() []string) {
-	t.Helper()
-	seen := map[string]bool{}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+// procScan records every distinct command line in /proc while it runs.
+type procScan struct {
+	mu   sync.Mutex // guards seen
+	seen map[string]bool
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func scanProc() *procScan {
+	p := &procScan{seen: map[string]bool{}, done: make(chan struct{})}
+	p.wg.Go(func() {
 		for {
 			paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, p := range paths {
-				if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
-					seen[string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))] = true
+			for _, path := range paths {
+				if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+					p.mu.Lock()
+					p.seen[string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))] = true
+					p.mu.Unlock()
 				}
 			}
 			select {
-			case <-done:
+			case <-p.done:
 				return
 			case <-time.After(2 * time.Millisecond):
 			}
 		}
 	})
-	return func() []string {
-		close(done)
-		wg.Wait()
-		var out []string
-		for c := range seen {
-			out = append(out, c)
+	return p
+}
+
+// saw reports whether a command line containing s was seen.
+func (p *procScan) saw(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.seen {
+		if strings.Contains(c, s) {
+			return true
 		}
-		return out
 	}
+	return false
+}
+
+// stop ends the scan and returns what it saw.
+func (p *procScan) stop() []string {
+	close(p.done)
+	p.wg.Wait()
+	var out []string
+	for c := range p.seen {
+		out = append(out, c)
+	}
+	return out
 }
 
 // tend dashboard --open: the code is in no command line while it runs,
@@ -140,7 +163,7 @@ func TestDashboardOpen(t *testing.T) {
 	rec, runtime := xdgFixture(t, 0)
 	d := startDaemon(t)
 	base := d.withDashboard(t)
-	scan := cmdlines(t)
+	scan := scanProc()
 
 	var out, errb syncBuffer
 	exit := make(chan int, 1)
@@ -175,6 +198,16 @@ func TestDashboardOpen(t *testing.T) {
 		t.Errorf("the page's directory: %v, %v; want mode 700", fi.Mode(), err)
 	}
 
+	// However busy the machine, the scan sees xdg-open while it runs.
+	for deadline := time.Now().Add(30 * time.Second); !scan.saw("xdg-open " + file); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the /proc scan never saw xdg-open running")
+		}
+	}
+	if err := os.WriteFile(filepath.Join(rec, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// The browser posts the code; tend dashboard sees it used and cleans up.
 	resp, err := http.PostForm(base+"/login", url.Values{"code": {code}})
 	if err != nil {
@@ -192,24 +225,17 @@ func TestDashboardOpen(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("tend dashboard --open did not end after the browser logged in")
 	}
-	lines := scan()
+	lines := scan.stop()
 	if entries, _ := os.ReadDir(runtime); len(entries) != 0 {
 		t.Errorf("left in the runtime directory: %v", entries)
 	}
 
-	sawXDG := false
 	for _, c := range lines {
-		if strings.Contains(c, "xdg-open "+file) {
-			sawXDG = true
-		}
 		for _, form := range []string{code, strings.ReplaceAll(code, "-", "")} {
 			if strings.Contains(c, form) {
 				t.Errorf("the login code is in a command line: %q", c)
 			}
 		}
-	}
-	if !sawXDG {
-		t.Errorf("the /proc scan never saw xdg-open running (%d command lines seen)", len(lines))
 	}
 
 	// xdg-open was waited for: no zombie left behind.
@@ -222,7 +248,8 @@ func TestDashboardOpen(t *testing.T) {
 
 // If xdg-open fails, the page goes at once and the code is left to paste.
 func TestDashboardOpenFails(t *testing.T) {
-	_, runtime := xdgFixture(t, 3)
+	rec, runtime := xdgFixture(t, 3)
+	os.WriteFile(filepath.Join(rec, "release"), nil, 0o600)
 	d := startDaemon(t)
 	d.withDashboard(t)
 	r := d.tend(t, "dashboard", "--open")
