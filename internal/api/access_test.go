@@ -177,6 +177,12 @@ func jsonError(t *testing.T, what string, r reply, code int) {
 	}
 }
 
+// loginCode issues a one-time code, as POST /v1/dashboard/login does.
+func (s *Server) loginCode() string {
+	code, _, _ := s.login.issueCode()
+	return code
+}
+
 // postCode POSTs code to /login as a browser's form does.
 func (f *tcpFixture) postCode(t *testing.T, code string, hdr ...string) reply {
 	t.Helper()
@@ -197,7 +203,7 @@ func sessionOf(r reply) *http.Cookie {
 // login exchanges a fresh code for a session cookie.
 func (f *tcpFixture) login(t *testing.T) *http.Cookie {
 	t.Helper()
-	r := f.postCode(t, f.srv.LoginCode())
+	r := f.postCode(t, f.srv.loginCode())
 	c := sessionOf(r)
 	if r.code != http.StatusOK || c == nil {
 		t.Fatalf("login: %d %v %q, want 200 with a %s cookie", r.code, r.hdr, r.body, sessionCookie)
@@ -242,7 +248,7 @@ func TestTCPHealthzOpen(t *testing.T) {
 
 func TestTCPLoginCookie(t *testing.T) {
 	f := newTCP(t)
-	code := f.srv.LoginCode()
+	code := f.srv.loginCode()
 	r := f.postCode(t, code)
 	if r.code != 200 || !strings.Contains(r.body, `http-equiv="refresh" content="0; url=/"`) {
 		t.Fatalf("login: %d %q, want 200 with a page that goes on to /", r.code, r.body)
@@ -273,7 +279,7 @@ func TestTCPLoginCookie(t *testing.T) {
 		t.Error("a reused code set a cookie")
 	}
 	// Codes are read as typed: any case, with or without the dashes.
-	if c := f.postCode(t, strings.ToLower(strings.ReplaceAll(f.srv.LoginCode(), "-", " "))); sessionOf(c) == nil {
+	if c := f.postCode(t, strings.ToLower(strings.ReplaceAll(f.srv.loginCode(), "-", " "))); sessionOf(c) == nil {
 		t.Errorf("a code typed in lower case with spaces: %d %q", c.code, c.body)
 	}
 	// A browser already logged in that opens the login page goes on.
@@ -289,7 +295,7 @@ func TestTCPLoginCookie(t *testing.T) {
 // login link), not from the query of a POST.
 func TestTCPLoginNotByURL(t *testing.T) {
 	f := newTCP(t)
-	code := f.srv.LoginCode()
+	code := f.srv.loginCode()
 	r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
 	if r.code != 200 || sessionOf(r) != nil || !strings.Contains(r.body, `<form method="post" action="/login">`) {
 		t.Errorf("GET /login?code=: %d %v %q, want the login form and no session", r.code, r.hdr, r.body)
@@ -306,7 +312,7 @@ func TestTCPLoginNotByURL(t *testing.T) {
 
 func TestTCPLoginExpiry(t *testing.T) {
 	f := newTCP(t)
-	code := f.srv.LoginCode()
+	code := f.srv.loginCode()
 	f.advance(codeTTL)
 	if r := f.postCode(t, code); r.code != 401 {
 		t.Errorf("code after %v: %d, want 401", codeTTL, r.code)
@@ -419,7 +425,7 @@ func TestDashboardLogin(t *testing.T) {
 		t.Errorf("state after use: %q, want used", s)
 	}
 	f.advance(codeTTL)
-	f.srv.LoginCode() // makes room: forgets expired codes
+	f.srv.loginCode() // makes room: forgets expired codes
 	if s := state(); s != "expired" {
 		t.Errorf("state after expiry: %q, want expired", s)
 	}

@@ -190,13 +190,6 @@ func randomSecret() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// LoginCode issues a one-time code to POST to /login on the TCP listener:
-// valid for a minute, good for one session.
-func (s *Server) LoginCode() string {
-	code, _, _ := s.login.issueCode()
-	return code
-}
-
 // loginBody answers POST /v1/dashboard/login.
 type loginBody struct {
 	URL       string       `json:"url"`       // the dashboard

@@ -44,7 +44,7 @@ func (d *daemon) serveHTTP() (stop func(), err error) {
 		return nil, fmt.Errorf("http = %q: %w", addr, err)
 	}
 	if d.tls == nil && !loopback(l.Addr()) {
-		d.note("warning: http = %q is reachable from other machines over plain HTTP: the token and dashboard sessions cross the network readable; set tls_cert and tls_key, or bind 127.0.0.1", addr)
+		d.note("warning: http = %q is reachable from other machines over plain HTTP, where the token and dashboard sessions travel in clear text; set tls_cert and tls_key, or bind 127.0.0.1", addr)
 	}
 	serve, err := d.api.AttachTCP(l, api.TCPOptions{Token: token, TLS: d.tls, Addr: addr})
 	if err != nil {
@@ -61,7 +61,11 @@ func (d *daemon) serveHTTP() (stop func(), err error) {
 	if d.tls != nil {
 		scheme = "https"
 	}
-	d.note("dashboard and API on %s://%s (token in %s; tend dashboard gives a login code)", scheme, l.Addr(), tokenPath)
+	shown := addr
+	if strings.HasSuffix(addr, ":0") {
+		shown = l.Addr().String()
+	}
+	d.note("dashboard and API on %s://%s (token in %s; tend dashboard gives a login code)", scheme, shown, tokenPath)
 	return func() {
 		d.api.Close()
 		<-done
