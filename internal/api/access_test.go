@@ -89,14 +89,18 @@ type tcpFixture struct {
 	base string // http://127.0.0.1:PORT
 	addr string
 	hc   *http.Client // does not follow redirects
-	errc chan error   // ServeTCP's result
+	errc chan error   // the TCP server's result
 	now  time.Time    // the login clock, moved by advance; guarded by srv.login.mu
 }
 
-func newTCP(t *testing.T) *tcpFixture {
+func newTCP(t *testing.T) *tcpFixture { return newTCPWith(t, TCPOptions{}, stubEvents{}) }
+
+// newTCPWith serves on 127.0.0.1 with opts (the token is filled in) and
+// the event log ev.
+func newTCPWith(t *testing.T, opts TCPOptions, ev Events) *tcpFixture {
 	t.Helper()
 	f := &tcpFixture{b: &stubBackend{}, errc: make(chan error, 1), now: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
-	f.srv = New(f.b, stubEvents{}, Options{Version: "test"})
+	f.srv = New(f.b, ev, Options{Version: "test"})
 	f.srv.keepalive = 20 * time.Millisecond
 	f.srv.login.now = func() time.Time { return f.now } // read under login.mu
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,15 +109,23 @@ func newTCP(t *testing.T) *tcpFixture {
 	}
 	f.addr = l.Addr().String()
 	f.base = "http://" + f.addr
+	if opts.TLS != nil {
+		f.base = "https://" + f.addr
+	}
 	f.hc = &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	go func() { f.errc <- f.srv.ServeTCP(l, testToken) }()
+	opts.Token = testToken
+	serve, err := f.srv.AttachTCP(l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { f.errc <- serve() }()
 	t.Cleanup(func() {
 		f.srv.Close()
 		if err := <-f.errc; err != nil {
-			t.Errorf("ServeTCP: %v", err)
+			t.Errorf("serving TCP: %v", err)
 		}
 	})
 	return f
@@ -165,20 +177,38 @@ func jsonError(t *testing.T, what string, r reply, code int) {
 	}
 }
 
-// login exchanges a fresh code for a session cookie.
-func (f *tcpFixture) login(t *testing.T) *http.Cookie {
+// loginCode issues a one-time code, as POST /v1/dashboard/login does.
+func (s *Server) loginCode() string {
+	code, _, _ := s.login.issueCode()
+	return code
+}
+
+// postCode POSTs code to /login as a browser's form does.
+func (f *tcpFixture) postCode(t *testing.T, code string, hdr ...string) reply {
 	t.Helper()
-	r := f.do(t, "GET", "/login?code="+url.QueryEscape(f.srv.LoginCode()), nil)
-	if r.code != http.StatusSeeOther || r.hdr.Get("Location") != "/" {
-		t.Fatalf("login: %d Location=%q, want 303 to /", r.code, r.hdr.Get("Location"))
-	}
+	form := url.Values{"code": {code}}.Encode()
+	return f.do(t, "POST", "/login", strings.NewReader(form), append([]string{"Content-Type", "application/x-www-form-urlencoded"}, hdr...)...)
+}
+
+// sessionOf returns the session cookie a reply sets, or nil.
+func sessionOf(r reply) *http.Cookie {
 	for _, c := range (&http.Response{Header: r.hdr}).Cookies() {
 		if c.Name == sessionCookie {
 			return c
 		}
 	}
-	t.Fatalf("login set no %s cookie: %v", sessionCookie, r.hdr["Set-Cookie"])
 	return nil
+}
+
+// login exchanges a fresh code for a session cookie.
+func (f *tcpFixture) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	r := f.postCode(t, f.srv.loginCode())
+	c := sessionOf(r)
+	if r.code != http.StatusOK || c == nil {
+		t.Fatalf("login: %d %v %q, want 200 with a %s cookie", r.code, r.hdr, r.body, sessionCookie)
+	}
+	return c
 }
 
 func TestTCPToken(t *testing.T) {
@@ -218,10 +248,10 @@ func TestTCPHealthzOpen(t *testing.T) {
 
 func TestTCPLoginCookie(t *testing.T) {
 	f := newTCP(t)
-	code := f.srv.LoginCode()
-	r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
-	if r.code != 303 || r.hdr.Get("Location") != "/" {
-		t.Fatalf("login: %d %v", r.code, r.hdr)
+	code := f.srv.loginCode()
+	r := f.postCode(t, code)
+	if r.code != 200 || !strings.Contains(r.body, `http-equiv="refresh" content="0; url=/"`) {
+		t.Fatalf("login: %d %q, want 200 with a page that goes on to /", r.code, r.body)
 	}
 	set := r.hdr.Get("Set-Cookie")
 	for _, want := range []string{sessionCookie + "=", "Path=/", "HttpOnly", "SameSite=Strict"} {
@@ -229,7 +259,10 @@ func TestTCPLoginCookie(t *testing.T) {
 			t.Errorf("Set-Cookie %q lacks %q", set, want)
 		}
 	}
-	c := (&http.Response{Header: r.hdr}).Cookies()[0]
+	if strings.Contains(set, "Secure") {
+		t.Errorf("Set-Cookie %q is Secure on plain HTTP: the browser would drop it", set)
+	}
+	c := sessionOf(r)
 	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String()); r.code != 200 {
 		t.Errorf("with the session cookie: %d %s", r.code, r.body)
 	}
@@ -238,30 +271,50 @@ func TestTCPLoginCookie(t *testing.T) {
 	}
 
 	// The code works once.
-	r = f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
+	r = f.postCode(t, code)
 	if r.code != 401 || !strings.Contains(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") {
 		t.Errorf("reused code: %d %q", r.code, r.body)
 	}
-	if r.hdr.Get("Set-Cookie") != "" {
+	if sessionOf(r) != nil {
 		t.Error("a reused code set a cookie")
 	}
-	// ... unless the browser is logged in already (a reloaded login tab).
-	if r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil, "Cookie", c.String()); r.code != 303 {
-		t.Errorf("reused code with a live session: %d, want 303", r.code)
+	// Codes are read as typed: any case, with or without the dashes.
+	if c := f.postCode(t, strings.ToLower(strings.ReplaceAll(f.srv.loginCode(), "-", " "))); sessionOf(c) == nil {
+		t.Errorf("a code typed in lower case with spaces: %d %q", c.code, c.body)
 	}
-	if r := f.do(t, "GET", "/login", nil); r.code != 401 {
+	// A browser already logged in that opens the login page goes on.
+	if r := f.do(t, "GET", "/login", nil, "Cookie", c.String()); r.code != 303 || r.hdr.Get("Location") != "/" {
+		t.Errorf("GET /login with a live session: %d %v, want 303 to /", r.code, r.hdr)
+	}
+	if r := f.postCode(t, ""); r.code != 401 {
 		t.Errorf("no code: %d, want 401", r.code)
 	}
-	if r := f.do(t, "HEAD", "/login?code="+url.QueryEscape(f.srv.LoginCode()), nil); r.code != 405 {
-		t.Errorf("HEAD /login: %d, want 405", r.code)
+}
+
+// A code is never taken from a URL: not by GET /login?code= (the old
+// login link), not from the query of a POST.
+func TestTCPLoginNotByURL(t *testing.T) {
+	f := newTCP(t)
+	code := f.srv.loginCode()
+	r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil)
+	if r.code != 200 || sessionOf(r) != nil || !strings.Contains(r.body, `<form method="post" action="/login">`) {
+		t.Errorf("GET /login?code=: %d %v %q, want the login form and no session", r.code, r.hdr, r.body)
+	}
+	r = f.do(t, "POST", "/login?code="+url.QueryEscape(code), strings.NewReader(""), "Content-Type", "application/x-www-form-urlencoded")
+	if r.code != 401 || sessionOf(r) != nil {
+		t.Errorf("POST /login?code= without a body: %d %v, want 401 and no session", r.code, r.hdr)
+	}
+	// Neither used the code up: it still logs in by POST.
+	if r := f.postCode(t, code); sessionOf(r) == nil {
+		t.Errorf("the code after GET /login?code=: %d %q", r.code, r.body)
 	}
 }
 
 func TestTCPLoginExpiry(t *testing.T) {
 	f := newTCP(t)
-	code := f.srv.LoginCode()
+	code := f.srv.loginCode()
 	f.advance(codeTTL)
-	if r := f.do(t, "GET", "/login?code="+url.QueryEscape(code), nil); r.code != 401 {
+	if r := f.postCode(t, code); r.code != 401 {
 		t.Errorf("code after %v: %d, want 401", codeTTL, r.code)
 	}
 
@@ -316,54 +369,71 @@ func TestTCPBodyCap(t *testing.T) {
 func TestTCPUnauthenticatedPage(t *testing.T) {
 	f := newTCP(t)
 	r := f.do(t, "GET", "/", nil, "Accept", "text/html")
-	if r.code != 401 || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") {
-		t.Errorf("GET / without login: %d %q %q", r.code, r.hdr.Get("Content-Type"), r.body)
+	if r.code != 303 || r.hdr.Get("Location") != "/login" {
+		t.Errorf("GET / without login: %d %v, want 303 to /login", r.code, r.hdr)
+	}
+	r = f.do(t, "GET", "/login", nil, "Accept", "text/html")
+	if r.code != 200 || !strings.HasPrefix(r.hdr.Get("Content-Type"), "text/html") || !strings.Contains(r.body, "tend dashboard") ||
+		!strings.Contains(r.body, `<form method="post" action="/login">`) {
+		t.Errorf("GET /login: %d %q %q, want the login form", r.code, r.hdr.Get("Content-Type"), r.body)
+	}
+	if csp := r.hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self'") {
+		t.Errorf("login page CSP %q does not let its form post", csp)
 	}
 	// An EventSource or fetch to the API gets JSON.
 	jsonError(t, "events without login", f.do(t, "GET", "/v1/events", nil, "Accept", "text/event-stream"), 401)
+	jsonError(t, "status from a page's fetch", f.do(t, "GET", "/v1/status", nil, "Accept", "application/json"), 401)
 }
 
 func TestDashboardLogin(t *testing.T) {
-	f := newTCP(t)
-	f.srv.EnableDashboardLogin("0.0.0.0:" + strings.Split(f.addr, ":")[1])
-	f.srv.EnableDashboardLogin(f.addr) // a second call changes nothing
-
-	// Over the trusted transport (the handler the unix socket serves).
+	// Before any TCP front, the socket has no logins to give.
+	srv := New(&stubBackend{}, stubEvents{}, Options{})
 	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", dashboardLoginPath, nil))
+	if rec.Code != 404 {
+		t.Errorf("POST %s without TCP: %d, want 404", dashboardLoginPath, rec.Code)
+	}
+
+	f := newTCP(t)
+	// Over the trusted transport (the handler the unix socket serves).
+	rec = httptest.NewRecorder()
 	f.srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", dashboardLoginPath, nil))
 	var got loginBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
 		t.Fatalf("POST %s: %d %s", dashboardLoginPath, rec.Code, rec.Body.String())
 	}
-	if want := f.base + "/login?code=" + got.Code; got.URL != want {
-		t.Errorf("url = %q, want %q", got.URL, want)
+	if got.URL != f.base+"/" || got.LoginURL != f.base+"/login" || strings.Contains(got.URL+got.LoginURL, got.Code) {
+		t.Errorf("url %q, login_url %q: want %s/ and %s/login, without the code", got.URL, got.LoginURL, f.base, f.base)
 	}
 	if d := got.ExpiresAt.Sub(f.now); d != codeTTL {
 		t.Errorf("expires_at is %v after now, want %v", d, codeTTL)
 	}
-	r := f.do(t, "GET", strings.TrimPrefix(got.URL, f.base), nil)
-	if r.code != 303 {
-		t.Errorf("the URL's code: %d, want 303", r.code)
+	state := func() string {
+		rec := httptest.NewRecorder()
+		f.srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", dashboardLoginPath+"/"+got.ID, nil))
+		var st struct{ State string }
+		json.Unmarshal(rec.Body.Bytes(), &st)
+		return st.State
+	}
+	if s := state(); s != "pending" {
+		t.Errorf("state before use: %q, want pending", s)
+	}
+	if r := f.postCode(t, got.Code); sessionOf(r) == nil {
+		t.Errorf("the code: %d %q", r.code, r.body)
+	}
+	if s := state(); s != "used" {
+		t.Errorf("state after use: %q, want used", s)
+	}
+	f.advance(codeTTL)
+	f.srv.loginCode() // makes room: forgets expired codes
+	if s := state(); s != "expired" {
+		t.Errorf("state after expiry: %q, want expired", s)
 	}
 
-	// Over TCP the route does not exist, token or not.
+	// Over TCP the routes do not exist, token or not.
 	jsonError(t, "login route over TCP", f.do(t, "POST", dashboardLoginPath, nil, "Authorization", "Bearer "+testToken), 404)
 	jsonError(t, "login route over TCP, unclean path", f.do(t, "POST", "/v1/x/.."+dashboardLoginPath[3:], nil, "Authorization", "Bearer "+testToken), 404)
-}
-
-func TestBrowserHost(t *testing.T) {
-	for addr, want := range map[string]string{
-		"127.0.0.1:7070": "127.0.0.1:7070",
-		"0.0.0.0:7070":   "127.0.0.1:7070",
-		"[::]:7070":      "127.0.0.1:7070",
-		":7070":          "127.0.0.1:7070",
-		"[::1]:7070":     "[::1]:7070",
-		"host.lan:80":    "host.lan:80",
-	} {
-		if got := browserHost(addr); got != want {
-			t.Errorf("browserHost(%q) = %q, want %q", addr, got, want)
-		}
-	}
+	jsonError(t, "login state over TCP", f.do(t, "GET", dashboardLoginPath+"/"+got.ID, nil, "Authorization", "Bearer "+testToken), 404)
 }
 
 // Close ends the TCP listener and its streams at once.
@@ -402,7 +472,7 @@ func TestServeTCPNeedsToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := New(&stubBackend{}, stubEvents{}, Options{}).ServeTCP(l, ""); err == nil {
+	if err := New(&stubBackend{}, stubEvents{}, Options{}).ServeTCP(l, TCPOptions{}); err == nil {
 		t.Error("ServeTCP with an empty token served")
 	}
 }

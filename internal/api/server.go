@@ -1,7 +1,8 @@
 // Package api is tend's HTTP/JSON API: the routes in routes.go served over
-// net/http on the daemon's unix socket (mode 0600). It knows nothing of
-// supervisors or the event log's storage: it serves a Backend and an Events
-// log, which the daemon implements.
+// net/http on the daemon's unix socket (unix.go) and, behind an access guard,
+// on TCP (tcp.go, access.go, login.go). It knows nothing of supervisors or the
+// event log's storage: it serves a Backend and an Events log, which the
+// daemon implements.
 //
 // Handlers return error and one function, writeError, turns every error into
 // a status code and a JSON body {"error": "..."}. Streaming responses (log
@@ -12,11 +13,8 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 )
@@ -30,15 +28,22 @@ type Options struct {
 	// Activity, when not nil, is called as each request arrives: the
 	// daemon uses it to notice when it has gone quiet. It must be cheap.
 	Activity func()
+
+	// Metrics serves GET /metrics (the Prometheus text format). nil: the
+	// route answers 404.
+	Metrics http.Handler
 }
 
-// Server serves the API. Create it with New, add listeners with ServeUnix
-// or Serve, and stop it with Close.
+// Server serves the API. Create it with New, add listeners with ServeUnix,
+// ServeTCP (or AttachTCP) or Serve, and stop it with Close.
 type Server struct {
 	b    Backend
 	ev   Events
 	opts Options
 	mux  *http.ServeMux
+	// access is each route pattern's exposure over TCP, set by routes and
+	// read-only after.
+	access map[string]access
 
 	// done is closed by Close; streaming handlers select on it.
 	done      chan struct{}
@@ -49,16 +54,20 @@ type Server struct {
 	poll      time.Duration // log follow polling interval
 
 	// login holds the one-time codes and sessions of the TCP access
-	// layer (access.go); it guards itself.
+	// layer (login.go); it guards itself.
 	login logins
 
-	mu      sync.Mutex     // guards servers and closed
+	mu      sync.Mutex     // guards servers, closed and dashboard
 	servers []*http.Server // one per Serve call
 	closed  bool
+	// dashboard is where a browser reaches the TCP front, such as
+	// "http://127.0.0.1:7070" (set by AttachTCP; "" before).
+	dashboard string
 }
 
-// Timeouts of every http.Server. There is no write timeout: log follow and
-// the event stream are long-lived responses.
+// Timeouts of the unix socket's http.Server. There is no write timeout: log
+// follow and the event stream are long-lived responses, and whoever may
+// connect is trusted. (TCP bounds each write instead: tcp.go.)
 const (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 2 * time.Minute
@@ -77,6 +86,7 @@ func New(b Backend, ev Events, opts Options) *Server {
 		ev:        ev,
 		opts:      opts,
 		mux:       http.NewServeMux(),
+		access:    map[string]access{},
 		done:      make(chan struct{}),
 		keepalive: 15 * time.Second,
 		poll:      200 * time.Millisecond,
@@ -89,47 +99,20 @@ func New(b Backend, ev Events, opts Options) *Server {
 // listeners the caller owns).
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-// Handle adds a route beside the API's own (the daemon adds /metrics and the
-// dashboard). Call it before serving. A catch-all such as "GET /" would also
-// catch unknown API paths; register "GET /{$}" and prefixes instead.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
-// ServeUnix listens on the unix socket at path and serves until Close. A
-// stale socket left by a daemon that died is removed first (the caller holds
-// the state dir's lock, so no live daemon owns it); any other kind of file
-// at path is an error. The socket is made mode 0600: only its owner may talk
-// to the daemon.
-func (s *Server) ServeUnix(path string) error {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != fs.ModeSocket {
-			return fmt.Errorf("api: %s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("api: removing stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	// The state dir is normally private already; chmod narrows the socket
-	// itself in case it is not. (There is a short window with the umask's
-	// mode; a process-wide umask change would race other goroutines.)
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return fmt.Errorf("api: %w", err)
-	}
-	return s.Serve(l)
-}
-
-// Serve serves the API on l until Close; it closes l. It returns nil after
-// Close, and the listener's error otherwise.
+// Serve serves the API on l, a trusted local transport (ServeUnix's socket,
+// or a test's), until Close; it closes l. Requests are checked only as a
+// browser's could be forged (localCheck). It returns nil after Close, and
+// the listener's error otherwise.
 func (s *Server) Serve(l net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.Handler(),
+	return s.serve(l, &http.Server{
+		Handler:           s.localCheck(s.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
-	}
+	})
+}
+
+// serve runs srv on l until Close.
+func (s *Server) serve(l net.Listener, srv *http.Server) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -86,9 +87,14 @@ type daemon struct {
 	shutdown      chan struct{}                   // closed by the first request to stop
 	once          chanOnce
 	printer       chan struct{} // closed when the event printer has caught up and ended
+	tls           *tls.Config   // HTTPS for daemon.http, from tls_cert/tls_key; nil = plain HTTP
 }
 
 func start(cfg *program.Config, opts Options) (*daemon, error) {
+	httpTLS, err := loadTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	sd := cfg.Daemon.StateDir
 	// The state dir and the notify dir can be traversed (not listed) by
 	// others, so a program running as another user reaches its socket.
@@ -109,7 +115,7 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{})}
+	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
 	d.log, err = events.Open(events.Options{Dir: filepath.Join(sd, "audit"), Retention: cfg.Daemon.AuditRetention})
 	if err != nil {
 		lock.Close()
@@ -132,7 +138,6 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		FIFODir:  filepath.Join(sd, "fifo"), Record: d.record,
 	}, d.broker.Forget)
 	d.trim = newTrimmer()
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke})
 	d.metrics = metrics.New(metrics.Source{
 		Statuses:        func() []program.Status { return d.broker.List(false) },
 		OrphansReaped:   d.reaper.Orphans,
@@ -140,7 +145,7 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		SubscribersCut:  d.log.CutOffs,
 		NotifyDropped:   d.notifyDropped.Load,
 	})
-	d.api.Handle("GET /metrics", d.metrics.Handler())
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
 	return d, nil
 }
 
@@ -154,15 +159,15 @@ func (d *daemon) serve(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	d.openRuns() // before the API: an added program records its runs
-	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
-	apiErr := make(chan error, 1)
-	go func() { apiErr <- d.api.ServeUnix(sock) }()
-	stopHTTP, err := d.serveHTTP()
+	d.openRuns()                   // before the API: an added program records its runs
+	stopHTTP, err := d.serveHTTP() // before the socket, which hands out its logins
 	if err != nil {
 		return errors.Join(err, d.stop())
 	}
 	defer stopHTTP()
+	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
+	apiErr := make(chan error, 1)
+	go func() { apiErr <- d.api.ServeUnix(sock) }()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
 	_, errs := d.mgr.AddAll(d.cfg.Programs)
 	for i, err := range errs {

@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,18 +14,21 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tend-sh/tend/internal/dashboard"
+	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/program"
 )
 
 // tokenName is the file in the state dir holding the TCP API's bearer token.
 const tokenName = "token"
 
-// serveHTTP serves the dashboard and the API on daemon.http, if set: it
-// makes sure the token file exists, listens, mounts the dashboard, lets the
-// unix socket hand out login links, and serves in the background. stop
-// closes the API server (idempotent: it is the same Close the daemon calls
-// at its end) and waits for the TCP server to return. With daemon.http
-// unset it does nothing and stop is a no-op.
+// serveHTTP serves the API and the dashboard on daemon.http, if set, behind
+// the API's TCP guard: it makes sure the token file exists, listens (HTTPS
+// with tls_cert/tls_key, loaded by start), warns if other machines can reach
+// a plain-HTTP port, and serves in the background. Once it returns, the unix
+// socket hands out dashboard logins. stop closes the API server
+// (idempotent: it is the same Close the daemon calls at its end) and waits
+// for the TCP server to return. With daemon.http unset it does nothing and
+// stop is a no-op.
 func (d *daemon) serveHTTP() (stop func(), err error) {
 	addr := d.cfg.Daemon.HTTP
 	if addr == "" {
@@ -37,22 +43,83 @@ func (d *daemon) serveHTTP() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http = %q: %w", addr, err)
 	}
-	ui := dashboard.Handler()
-	d.api.Handle("GET /{$}", ui)
-	d.api.Handle("GET /ui/", ui)
-	d.api.EnableDashboardLogin(l.Addr().String())
+	if d.tls == nil && !loopback(l.Addr()) {
+		d.note("warning: http = %q is reachable from other machines over plain HTTP, where the token and dashboard sessions travel in clear text; set tls_cert and tls_key, or bind 127.0.0.1", addr)
+	}
+	serve, err := d.api.AttachTCP(l, api.TCPOptions{Token: token, TLS: d.tls, Addr: addr})
+	if err != nil {
+		return nil, err
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := d.api.ServeTCP(l, token); err != nil {
+		if err := serve(); err != nil {
 			d.note("http: %v", err)
 		}
 	}()
-	d.note("dashboard and API on http://%s (token in %s)", l.Addr(), tokenPath)
+	scheme := "http"
+	if d.tls != nil {
+		scheme = "https"
+	}
+	shown := addr
+	if strings.HasSuffix(addr, ":0") {
+		shown = l.Addr().String()
+	}
+	d.note("dashboard and API on %s://%s (token in %s; tend dashboard gives a login code)", scheme, shown, tokenPath)
 	return func() {
 		d.api.Close()
 		<-done
 	}, nil
+}
+
+// loopback reports whether addr is a loopback address, which only this
+// machine reaches.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// loadTLS loads [daemon] tls_cert and tls_key, if set (nil if not). A file
+// that cannot be read, or does not hold what it should, is a config error
+// naming its key (exit 2).
+func loadTLS(cfg *program.Config) (*tls.Config, error) {
+	dm := cfg.Daemon
+	if dm.TLSCert == "" {
+		return nil, nil
+	}
+	bad := func(key, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: [daemon] %s: %s", program.ErrBadConfig, cfg.File, key, fmt.Sprintf(format, args...))
+	}
+	certPEM, err := os.ReadFile(dm.TLSCert)
+	if err != nil {
+		return nil, bad("tls_cert", "%v", err)
+	}
+	keyPEM, err := os.ReadFile(dm.TLSKey)
+	if err != nil {
+		return nil, bad("tls_key", "%v", err)
+	}
+	if err := parseCert(certPEM); err != nil {
+		return nil, bad("tls_cert", "%s: %v", dm.TLSCert, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM) // the certificate parses: what fails is the key
+	if err != nil {
+		return nil, bad("tls_key", "%s: %v (it must be the PEM private key of tls_cert's certificate)", dm.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// parseCert checks that data's first PEM certificate parses.
+func parseCert(data []byte) error {
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return errors.New("no PEM certificate in it")
+		}
+		if b.Type == "CERTIFICATE" {
+			_, err := x509.ParseCertificate(b.Bytes)
+			return err
+		}
+	}
 }
 
 // loadToken returns the token in path, creating it (32 random bytes, hex,

@@ -7,7 +7,8 @@
 // /v1/programs/{id}/start|stop|restart for its buttons.
 //
 // Handler serves "/" (the page) and "/ui/NAME" (its assets). Access control
-// is not its business: the daemon mounts it behind the API's TCP guard.
+// is not its business: package api serves it (routes.go) on the unix socket
+// and behind its TCP guard, whose login page is api's too.
 package dashboard
 
 import (

@@ -265,7 +265,8 @@ function loggedOut() {
   conn('offline', 'Logged out');
   const b = $('banner');
   b.replaceChildren('Your session has ended (sessions last 12 hours and end when the daemon restarts). Run ',
-    Object.assign(document.createElement('code'), {textContent: 'tend dashboard'}), ' for a new login link.');
+    Object.assign(document.createElement('code'), {textContent: 'tend dashboard'}), ' for a new login code and enter it on the ',
+    Object.assign(document.createElement('a'), {href: '/login', textContent: 'login page'}), '.');
   b.hidden = false;
 }
 
