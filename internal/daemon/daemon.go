@@ -28,6 +28,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/runs"
+	"github.com/tend-sh/tend/internal/spawn"
 	"github.com/tend-sh/tend/internal/supervisor"
 )
 
@@ -53,6 +54,7 @@ const (
 // arrives or a client asks it to stop. Config errors wrap
 // program.ErrBadConfig (exit 2); a held lock wraps ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
+	spawn.StartForker() // while the descriptor table is small: runs fork from a copy of it
 	cfg, defaults, err := config.LoadWithDefaults(opts.ConfigPath)
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *sysc
 	}
 	exited := make(chan reaper.Status, 1)
 	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred}}
-	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, func(s reaper.Status) { exited <- s }, true)
+	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, func(s reaper.Status) { exited <- s }, true)
 	pw.Close()
 	if err != nil {
 		pr.Close()

@@ -131,7 +131,7 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		// by session, and no terminal signal of tend's reaches it.
 		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
 	}
-	pid, err := r.Spawn(func() (int, error) { return syscall.ForkExec(path, argv, attr) }, req.Owner, true)
+	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, req.Owner, true)
 	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs
 	if err != nil {
 		if req.Spec.Cwd != "" {
