@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/supervisor"
 )
 
 // backend serves the API from the daemon's manager and broker.
@@ -81,16 +79,6 @@ func (b *backend) Readiness() program.Readiness {
 func (b *backend) Reload() (api.ReloadResult, error) { return b.d.reload() }
 
 func (b *backend) Shutdown() { b.d.requestStop() }
-
-func (b *backend) LogPath(id string) (string, error) {
-	if _, _, ok := program.SplitID(id); !ok {
-		return "", fmt.Errorf("%w: %q is not an instance id (NAME:K)", program.ErrNotFound, id)
-	}
-	if _, err := b.d.broker.Status(id); err != nil {
-		return "", err
-	}
-	return supervisor.LogPath(filepath.Join(b.d.cfg.Daemon.StateDir, "logs"), id), nil
-}
 
 func (b *backend) ParseProgram(body []byte) (program.Spec, error) {
 	return b.d.defaults.Load().ParseProgramJSON(body, filepath.Dir(b.d.cfg.File))

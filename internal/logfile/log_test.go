@@ -123,10 +123,7 @@ func TestLongLineIsCutToFitAFile(t *testing.T) {
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	got, cur, err := Read([]Source{{ID: "w:0", Log: l}}, Query{Tail: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: -1})
 	defer cur.Close()
 	var joined []byte
 	for i, e := range got {
@@ -203,7 +200,7 @@ func TestOversizedFileRotatesFirst(t *testing.T) {
 	if err != nil || fi.Size() > 4096 {
 		t.Fatalf("current file: %v %v", fi, err)
 	}
-	got, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{Tail: 2})
+	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: 2})
 	cur.Close()
 	if len(got) != 2 || string(got[0].Line) != "old line" || !got[0].TS.IsZero() || seqOf(t, got[1].Line) != 0 {
 		t.Errorf("tail across the old file: %v", fmt.Sprint(got))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +15,7 @@ type Source struct {
 	Log *Log
 }
 
-// Entry is a record of one source.
+// Entry is a record of one source, as Read and Cursor hand them on.
 type Entry struct {
 	ID string
 	Record
@@ -101,76 +100,6 @@ func closeSet(set []file) {
 	}
 }
 
-// Read returns the newest records of srcs that q selects, merged in time
-// order (equal times keep the order of srcs, and a source's own order),
-// and a Cursor just after them in every source, for following. The caller
-// closes the Cursor.
-func Read(srcs []Source, q Query) ([]Entry, *Cursor, error) {
-	c := &Cursor{srcs: srcs, pos: make([]position, len(srcs)), stderr: q.Stderr}
-	var best []Entry // ascending, at most q.Tail
-	for i, src := range srcs {
-		c.pos[i].ver = src.Log.Version() // before reading: a write meanwhile is read again
-		upto := maxGens
-		if q.Tail == 0 {
-			upto = 0 // only the end is needed
-		}
-		set, gen := src.Log.openSet(upto)
-		cur := set[0]
-		end := int64(0)
-		c.pos[i].gen = gen
-		if cur.f != nil {
-			end = lastLineEnd(cur.f, cur.size) // a record being written is not ours yet
-			c.pos[i].ino, c.pos[i].off = cur.ino, end
-		}
-		if q.Tail != 0 {
-			var floor time.Time // older than the oldest kept: no use reading on
-			if q.Tail > 0 && len(best) >= q.Tail {
-				floor = best[0].at
-			}
-			got := tail(src.ID, set, end, q, floor)
-			best = mergeKeep(best, got, q.Tail)
-		}
-		closeSet(set)
-	}
-	return best, c, nil
-}
-
-// tail returns the newest records of one source's set that q selects
-// (at most q.Tail, newer than floor), oldest first. end bounds the current
-// file.
-func tail(id string, set []file, end int64, q Query, floor time.Time) []Entry {
-	var out []Entry // newest first while collecting
-	done := false
-	for g, fl := range set {
-		if fl.f == nil || done {
-			continue
-		}
-		size := fl.size
-		if g == 0 {
-			size = end
-		}
-		scanBack(fl.f, size, func(line []byte) bool {
-			r := parseLine(line)
-			if !r.TS.IsZero() && (!q.Since.IsZero() && r.TS.Before(q.Since) || !floor.IsZero() && r.TS.Before(floor)) {
-				done = true // every older record is older still
-				return false
-			}
-			if !q.match(&r) {
-				return true
-			}
-			r.Line = bytes.Clone(r.Line)
-			out = append(out, Entry{ID: id, Record: r})
-			if q.Tail > 0 && len(out) >= q.Tail {
-				done = true
-			}
-			return !done
-		})
-	}
-	slices.Reverse(out)
-	stamp(out, time.Time{})
-	return out
-}
-
 // stamp sets each entry's ordering time, carrying the last one over lines
 // without a time of their own; it returns the last.
 func stamp(es []Entry, last time.Time) time.Time {
@@ -181,30 +110,6 @@ func stamp(es []Entry, last time.Time) time.Time {
 		es[i].at = last
 	}
 	return last
-}
-
-// mergeKeep merges b into a (both ascending by time; a's first on equal
-// times) and keeps the newest n (n < 0: all).
-func mergeKeep(a, b []Entry, n int) []Entry {
-	if len(b) == 0 {
-		return a
-	}
-	out := make([]Entry, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		if b[j].at.Before(a[i].at) {
-			out = append(out, b[j])
-			j++
-		} else {
-			out = append(out, a[i])
-			i++
-		}
-	}
-	out = append(append(out, a[i:]...), b[j:]...)
-	if n >= 0 && len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out
 }
 
 // lastLineEnd is the offset just after the last newline in the first size

@@ -1,11 +1,30 @@
 package logfile
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// read is Read into a slice.
+func read(t *testing.T, srcs []Source, q Query) ([]Entry, *Cursor) {
+	t.Helper()
+	var out []Entry
+	cur, err := Read(srcs, q, func(e *Entry) error {
+		c := *e
+		c.Line = bytes.Clone(e.Line)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, cur
+}
 
 // lines renders entries as "ID stream line" strings.
 func lines(es []Entry) []string {
@@ -49,10 +68,7 @@ func TestReadMergesInTimeOrderWithStreams(t *testing.T) {
 		{Query{Tail: -1, Since: t0.Add(20 * time.Millisecond)}, "a:0 stderr a err 2|b:0 stdout b out 2|b:0 stdout b out 3|a:0 tend a note"},
 		{Query{Tail: 2, Since: t0.Add(35 * time.Millisecond)}, "a:0 tend a note"},
 	} {
-		got, cur, err := Read(srcs, tc.q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, cur := read(t, srcs, tc.q)
 		cur.Close()
 		if s := strings.Join(lines(got), "|"); s != tc.want {
 			t.Errorf("%+v:\n got %s\nwant %s", tc.q, s, tc.want)
@@ -67,7 +83,7 @@ func TestReadTailAcrossRotatedFiles(t *testing.T) {
 	if _, err := os.Stat(d.Join(l.name(3))); err != nil {
 		t.Fatalf("expected several rotated files: %v", err)
 	}
-	got, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{Tail: 120})
+	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: 120})
 	cur.Close()
 	if len(got) != 120 {
 		t.Fatalf("%d records, want 120", len(got))
@@ -102,7 +118,7 @@ func TestFollowAcrossRotation(t *testing.T) {
 	d := openDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 5, Writer: true})
 	numbered(t, l, 0, 10, Stdout)
-	got, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{Tail: 2})
+	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: 2})
 	defer cur.Close()
 	if len(got) != 2 || seqOf(t, got[1].Line) != 9 {
 		t.Fatalf("tail: %v", lines(got))
@@ -136,7 +152,7 @@ func TestFollowAcrossRotation(t *testing.T) {
 func TestFollowCatchesUpInSteps(t *testing.T) {
 	d := openDir(t)
 	l := New(d, "w-0", Options{MaxSize: 64 << 20, MaxFiles: 1, Writer: true})
-	_, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{})
+	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
 	const n = 20000 // about 4 MiB
 	numbered(t, l, 0, n, Stdout)
@@ -165,7 +181,7 @@ func TestFollowCatchesUpInSteps(t *testing.T) {
 func TestFollowWaitsForWholeRecords(t *testing.T) {
 	d := openDir(t)
 	l := New(d, "w-0", Options{}) // not this process's: polled
-	_, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{})
+	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
 	f, err := os.OpenFile(d.Join("w-0.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -189,7 +205,7 @@ func TestFollowAfterItsFileWasDropped(t *testing.T) {
 	d := openDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 1, Writer: true})
 	numbered(t, l, 0, 5, Stdout)
-	_, cur, _ := Read([]Source{{ID: "w:0", Log: l}}, Query{})
+	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
 	numbered(t, l, 5, 300, Stdout)
 	got := nextAll(t, cur)
@@ -201,5 +217,32 @@ func TestFollowAfterItsFileWasDropped(t *testing.T) {
 		if seqOf(t, e.Line) != first+i {
 			t.Fatalf("a gap inside what was kept at %d", i)
 		}
+	}
+}
+
+// A tail over many sources keeps the newest lines of them all together,
+// trimming what falls behind as it goes.
+func TestTailOverManySources(t *testing.T) {
+	d := openDir(t)
+	var srcs []Source
+	for k := range 6 {
+		l := New(d, "m-"+strconv.Itoa(k), Options{})
+		for i := range 50 {
+			if err := l.Add(Record{TS: t0.Add(time.Duration(i*10+k) * time.Millisecond), Line: []byte(fmt.Sprintf("%d.%d", i, k))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Flush()
+		srcs = append(srcs, Source{ID: "m:" + strconv.Itoa(k), Log: l})
+	}
+	got, cur := read(t, srcs, Query{Tail: 9})
+	cur.Close()
+	want := "48.3 48.4 48.5 49.0 49.1 49.2 49.3 49.4 49.5"
+	var s []string
+	for _, e := range got {
+		s = append(s, string(e.Line))
+	}
+	if strings.Join(s, " ") != want {
+		t.Errorf("got %s, want %s", strings.Join(s, " "), want)
 	}
 }

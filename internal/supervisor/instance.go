@@ -9,8 +9,6 @@
 package supervisor
 
 import (
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -27,9 +25,8 @@ type Deps struct {
 	Update    func(program.Snapshot) // the instance's latest state, for the broker
 	Now       func() time.Time       // clock for accounting (default time.Now)
 	Rand      func() float64         // backoff jitter source in [0,1)
-	LogDir    string                 // state_dir/logs
+	Capture   *spawn.Capture         // where the runs' output goes (log files, FIFOs, forwarding); nil = discarded
 	NotifyDir string                 // where notify sockets go; "" = no notify sockets
-	FIFODir   string                 // where the runs' output FIFOs go; "" = anonymous pipes
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
 	Record   func(id string, pid, run int, started time.Time)
@@ -103,26 +100,11 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		cmds:  make(chan command),
 		exits: make(chan reaper.Status, 2),
 		done:  make(chan struct{}),
-		out:   spawn.NewOutput(LogPath(deps.LogDir, id), fifoPath(deps.FIFODir, id), spec.Logs),
+		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
 		state: program.StateStopped,
 	}
 	in.openNotify()
 	return in
-}
-
-// fifoPath is the named pipe of an instance's runs in dir ("" = none).
-func fifoPath(dir, id string) string {
-	if dir == "" {
-		return ""
-	}
-	name, k, _ := program.SplitID(id)
-	return filepath.Join(dir, name+"-"+strconv.Itoa(k))
-}
-
-// LogPath is where instance id's output goes: NAME-K.log in dir.
-func LogPath(dir, id string) string {
-	name, k, _ := program.SplitID(id)
-	return filepath.Join(dir, name+"-"+strconv.Itoa(k)+".log")
 }
 
 func (in *Instance) loop() {
