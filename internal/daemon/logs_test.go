@@ -230,3 +230,32 @@ func TestNoGoroutineLeftAfterAddRemoveCycles(t *testing.T) {
 		t.Errorf("FIFOs left in the state dir: %v", names)
 	}
 }
+
+// A follower of an instance that is replaced (removed and added again, as
+// a reload that changes a program does) goes on with the new one's lines.
+func TestFollowOutlivesAReplacedInstance(t *testing.T) {
+	dir := t.TempDir()
+	c := startDaemonOut(t, dir, "[daemon]\n", io.Discard)
+	add := func(word string) {
+		t.Helper()
+		if _, err := c.Add(map[string]any{"name": "re", "shell": "echo " + word + "; exec sleep 1000", "stop_grace": "2s"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("first")
+	waitFor(t, "the first run's line", func() bool { return logsOf(t, c, "re:0", client.LogOptions{Tail: -1}) == "first\n" })
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	followed := make(chan error, 1)
+	go func() { followed <- c.Logs(ctx, "re", client.LogOptions{Tail: 1, Follow: true}, &out) }()
+	defer func() {
+		cancel()
+		<-followed
+	}()
+	waitFor(t, "the follow to start", func() bool { return out.String() == "first\n" })
+	if err := c.Remove("re"); err != nil {
+		t.Fatal(err)
+	}
+	add("second")
+	waitFor(t, "the new instance's line", func() bool { return out.String() == "first\nsecond\n" })
+}

@@ -42,7 +42,7 @@ func (c *Cursor) C() <-chan struct{} {
 	c.once.Do(func() {
 		c.ch = make(chan struct{}, 1)
 		for _, s := range c.srcs {
-			if s.Log.writer {
+			if s.Log.writer.Load() {
 				s.Log.Watch(c.ch)
 			}
 		}
@@ -67,7 +67,7 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 	for i, s := range c.srcs {
 		p := &c.pos[i]
 		ver := s.Log.Version()
-		if s.Log.writer && ver == p.ver {
+		if s.Log.writer.Load() && ver == p.ver {
 			continue // nothing written since its end was read
 		}
 		got, all := c.readNew(s, p)
@@ -126,7 +126,7 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64)
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	gen = l.gen
-	if l.writer {
+	if l.writer.Load() {
 		k := int(min(gen-p.gen, maxGens+1))
 		for i := 0; i <= k; i++ {
 			fl, ok := l.openGen(i)

@@ -39,7 +39,7 @@ type Options struct {
 type Log struct {
 	dir    *statedir.Dir
 	base   string
-	writer bool
+	writer atomic.Bool // see Options.Writer and EndWriter
 
 	maxSize  atomic.Int64
 	maxFiles atomic.Int64
@@ -63,9 +63,18 @@ type Log struct {
 
 // New returns the log of base in dir. It opens nothing.
 func New(dir *statedir.Dir, base string, o Options) *Log {
-	l := &Log{dir: dir, base: base, writer: o.Writer, size: -1}
+	l := &Log{dir: dir, base: base, size: -1}
+	l.writer.Store(o.Writer)
 	l.SetLimits(o.MaxSize, o.MaxFiles)
 	return l
+}
+
+// EndWriter says this process no longer writes the log through this Log
+// (its instance is gone; a successor may write the files through another):
+// its followers look at the files from now on.
+func (l *Log) EndWriter() {
+	l.writer.Store(false)
+	l.notify() // a follower waiting for this Log's writes polls instead
 }
 
 // SetLimits changes the rotation limits for the records to come.

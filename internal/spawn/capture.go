@@ -153,6 +153,7 @@ func (c *Capture) release(id string, e *entry) {
 	c.mu.Unlock()
 	if last {
 		e.w.forget(e.log)
+		e.log.EndWriter()
 	}
 }
 
