@@ -1,6 +1,7 @@
 package logfile
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -106,10 +107,20 @@ func (l *Log) LineMax() int {
 	return int(min(DefaultLineMax, l.maxSize.Load()-int64(MaxHeader)))
 }
 
-// Add stores r (its line cut into pieces if it is longer than LineMax).
-// Records are buffered until Flush, or until a rotation needs the file
-// written out; an error means records were lost.
+// Add stores r: its line cut into pieces if it is longer than LineMax, and
+// at each newline it holds (a note of several lines). Records are buffered
+// until Flush, or until a rotation needs the file written out; an error
+// means records were lost.
 func (l *Log) Add(r Record) error {
+	if i := bytes.IndexByte(r.Line, '\n'); i >= 0 {
+		first := r
+		first.Line, first.Partial = r.Line[:i], false
+		r.Line = r.Line[i+1:]
+		if len(r.Line) == 0 {
+			return l.Add(first) // a final newline ends the last line
+		}
+		return errors.Join(l.Add(first), l.Add(r))
+	}
 	ms := r.TS.UnixMilli()
 	if ms < l.lastMS {
 		ms = l.lastMS // the clock stepped back: keep the file in order

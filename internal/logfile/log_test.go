@@ -206,3 +206,19 @@ func TestOversizedFileRotatesFirst(t *testing.T) {
 		t.Errorf("tail across the old file: %v", fmt.Sprint(got))
 	}
 }
+
+// A line with newlines in it (a note of several lines) becomes a record
+// per line: a newline never gets into a record.
+func TestNewlinesSplitRecords(t *testing.T) {
+	d := openDir(t)
+	l := New(d, "w-0", Options{})
+	if err := l.Add(Record{TS: t0, Stream: Tend, Line: []byte("reload refused:\nline 3: bad\n")}); err != nil {
+		t.Fatal(err)
+	}
+	l.Flush()
+	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: -1})
+	cur.Close()
+	if s := strings.Join(lines(got), "|"); s != "w:0 tend reload refused:|w:0 tend line 3: bad" {
+		t.Errorf("got %s", s)
+	}
+}
