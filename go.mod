@@ -11,7 +11,6 @@ require (
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.50.0
-	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 )
 
 require (

@@ -11,5 +11,4 @@ import (
 	_ "github.com/rogpeppe/go-internal/testscript"
 	_ "github.com/spf13/cobra"
 	_ "golang.org/x/sys/unix"
-	_ "gopkg.in/natefinch/lumberjack.v2"
 )

@@ -16,6 +16,8 @@ import (
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/spawn"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/supervisor"
 )
 
@@ -81,24 +83,26 @@ type stamped struct {
 // process (subreaper on), the audit log and the broker. Each phase runs its
 // own Manager on it.
 type rig struct {
-	dir    string
-	log    *events.Log
-	reaper *reaper.Reaper
-	broker *broker.Broker
-	hook   atomic.Pointer[func(stamped)] // the current phase's observer, or nil
+	dir     string
+	capture *spawn.Capture // the runs' output, in dir/logs
+	log     *events.Log
+	reaper  *reaper.Reaper
+	broker  *broker.Broker
+	hook    atomic.Pointer[func(stamped)] // the current phase's observer, or nil
 }
 
 // openRig opens the audit log in dir/audit and starts the reaper. Only one
 // rig may exist per process: the reaper owns wait4 for all of it.
 func openRig(dir string) (*rig, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+	logs, err := statedir.Open(filepath.Join(dir, "logs"))
+	if err != nil {
 		return nil, err
 	}
 	log, err := events.Open(events.Options{Dir: filepath.Join(dir, "audit")})
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, log: log, reaper: reaper.New()}
+	r := &rig{dir: dir, capture: spawn.NewCapture(spawn.CaptureOptions{Logs: logs}), log: log, reaper: reaper.New()}
 	if err := r.reaper.Start(true); err != nil {
 		log.Close()
 		return nil, err
@@ -129,7 +133,7 @@ func (r *rig) observe(f func(stamped)) {
 func (r *rig) manager() *supervisor.Manager {
 	return supervisor.NewManager(supervisor.Deps{
 		Reaper: r.reaper, Publish: r.publish, Update: r.broker.Update,
-		Rand: rand.Float64, LogDir: filepath.Join(r.dir, "logs"),
+		Rand: rand.Float64, Capture: r.capture,
 	}, r.broker.Forget)
 }
 
@@ -149,6 +153,7 @@ func (r *rig) close() error {
 		err = fmt.Errorf("children left after cleanup: %v", left)
 	}
 	r.reaper.Stop()
+	r.capture.Close()
 	if n := r.log.WriteErrors(); n > 0 {
 		err = errors.Join(err, fmt.Errorf("%d audit write errors: %v", n, r.log.Err()))
 	}

@@ -205,7 +205,8 @@ func lastLine(t *testing.T, path string) int {
 	n := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "line "); ok {
+		_, text, _ := strings.Cut(sc.Text(), " | ") // after the record's time and stream
+		if v, ok := strings.CutPrefix(text, "line "); ok {
 			if k, err := strconv.Atoi(v); err == nil {
 				n = k
 			}

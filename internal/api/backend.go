@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -40,8 +41,9 @@ type Backend interface {
 	Reload() (ReloadResult, error)
 	// Shutdown begins stopping the daemon; it returns at once.
 	Shutdown()
-	// LogPath is the current captured-output file of an instance.
-	LogPath(id string) (string, error)
+	// LogSources returns the captured output of the instances a selector
+	// names ("all", "name", "name:k"), sorted by id.
+	LogSources(sel string) ([]logfile.Source, error)
 	// ParseProgram turns a POST /v1/programs body into a validated Spec.
 	ParseProgram(body []byte) (program.Spec, error)
 	// Doctor summarises the audit log of the last `since`.

@@ -24,13 +24,12 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// askedBackend is the fake backend with a LogPath that, like a careless
-// daemon, joins whatever id it is given into a path: the handlers must not
-// ask it about an id that is not a selector. It records every id that
-// reached it.
+// askedBackend is the fake backend that records every id that reached
+// it: the handlers must not ask it about an id that is not a selector.
 type askedBackend struct {
 	*apitest.Backend
 	mu    sync.Mutex // guards asked
@@ -49,9 +48,9 @@ func (b *askedBackend) ids() []string {
 	return slices.Clone(b.asked)
 }
 
-func (b *askedBackend) LogPath(id string) (string, error) {
+func (b *askedBackend) LogSources(id string) ([]logfile.Source, error) {
 	b.record(id)
-	return filepath.Join(b.LogDir, id+".log"), nil
+	return b.Backend.LogSources(id)
 }
 
 func (b *askedBackend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {

@@ -1,62 +1,124 @@
 package api
 
 import (
-	"errors"
-	"io"
-	"io/fs"
+	"bufio"
+	"encoding/json"
+	"fmt"
 	"net/http"
-	"os"
+	"strings"
 	"time"
+
+	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/program"
 )
 
 // Log tail limits.
 const (
 	defaultTail = 100
 	maxTail     = 100000
-	tailChunk   = 64 << 10 // bytes read at a time, backwards from the end
 )
 
-// logs answers GET /v1/logs/{id}?tail=N&follow=1: the last N lines of the
-// instance's current log file, then with follow its new bytes as they come.
+// logRequest is what GET /v1/logs/{sel} asks for.
+type logRequest struct {
+	q          logfile.Query
+	follow     bool
+	timestamps bool
+	json       bool
+}
+
+// parseLogRequest reads ?tail=N&follow=1&since=D&timestamps=1&stderr=1 and
+// the Accept header.
+func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
+	var lr logRequest
+	since, err := sinceParam(r, now)
+	if err != nil {
+		return lr, err
+	}
+	def := defaultTail
+	if !since.IsZero() {
+		def = maxTail // since alone means everything since, within the cap
+	}
+	tail, err := intParam(r, "tail", def)
+	if err != nil {
+		return lr, err
+	}
+	lr.q = logfile.Query{Tail: min(tail, maxTail), Since: since}
+	if lr.q.Stderr, err = boolParam(r, "stderr"); err != nil {
+		return lr, err
+	}
+	if lr.follow, err = boolParam(r, "follow"); err != nil {
+		return lr, err
+	}
+	if lr.timestamps, err = boolParam(r, "timestamps"); err != nil {
+		return lr, err
+	}
+	lr.json = wantsJSON(r)
+	return lr, nil
+}
+
+// sinceParam reads since= as a Go duration (lines newer than now minus it)
+// or an RFC 3339 time; absent, the zero time.
+func sinceParam(r *http.Request, now time.Time) (time.Time, error) {
+	v := r.URL.Query().Get("since")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, badRequest(fmt.Sprintf("since=%q: want a duration such as 10m or an RFC 3339 time", v))
+}
+
+// logs answers GET /v1/logs/{sel}: the last lines of the instances sel
+// names (NAME:K, NAME or all), merged in time order; with more than one
+// instance each line is prefixed "NAME:K | ", as docker compose does. With
+// follow it goes on with every new line of each of them until the client
+// goes away. With Accept: application/json it answers JSON lines
+// {"ts","id","stream","line"} (and "partial": true for a line that did not
+// end with a newline).
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
-	id, err := selectorParam(r.PathValue("id"))
+	sel, err := selectorParam(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	tail, err := intParam(r, "tail", defaultTail)
+	lr, err := parseLogRequest(r, time.Now())
 	if err != nil {
 		return err
 	}
-	tail = min(tail, maxTail)
-	follow, err := boolParam(r, "follow")
+	srcs, err := s.b.LogSources(sel)
 	if err != nil {
 		return err
 	}
-	path, err := s.b.LogPath(id)
-	if err != nil {
-		return err
+	if lr.json {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
-	fl := &follower{path: path}
-	defer fl.close()
-	// A missing file is an instance that has not written yet: empty output.
-	if fl.f, err = os.Open(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if fl.f != nil {
-		if fl.pos, err = tailFrom(fl.f, tail); err != nil {
-			return err
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if err := fl.send(w); err != nil || !follow {
-		return nil // done, or the client went away
+	lw := &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: lr, prefix: len(srcs) > 1}
+	cur, err := logfile.Read(srcs, lr.q, lw.line)
+	if err == nil {
+		err = lw.flush()
 	}
-	// Send the header now: a follower may wait long for its first byte.
-	if http.NewResponseController(w).Flush() != nil {
+	if err != nil {
+		return nil // the client went away: nothing more to say
+	}
+	defer cur.Close()
+	if !lr.follow {
 		return nil
 	}
+	return s.followLogs(r, lw, cur)
+}
+
+// followLogs sends every new line until the client or the server goes
+// away: woken by the daemon's writers, and polling for logs that are
+// written elsewhere.
+func (s *Server) followLogs(r *http.Request, lw *lineWriter, cur *logfile.Cursor) error {
+	wake := cur.C()
 	tick := time.NewTicker(s.poll)
 	defer tick.Stop()
 	for {
@@ -65,127 +127,84 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		case <-s.done:
 			return nil
+		case <-wake:
 		case <-tick.C:
 		}
-		if err := fl.step(w); err != nil {
-			return nil // the client went away
-		}
-	}
-}
-
-// tailFrom returns the offset where the last n lines of f begin.
-func tailFrom(f *os.File, n int) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return tailOffset(f, fi.Size(), n, tailChunk)
-}
-
-// tailOffset returns the offset where the last n lines of the first size
-// bytes of r begin, reading backwards from the end chunk bytes at a time so
-// a large file is not read whole. A last line without a newline counts.
-func tailOffset(r io.ReaderAt, size int64, n, chunk int) (int64, error) {
-	if n == 0 || size == 0 {
-		return size, nil
-	}
-	buf := make([]byte, chunk)
-	// The newline ending the last line does not start a line.
-	end := size
-	if _, err := r.ReadAt(buf[:1], end-1); err != nil {
-		return 0, err
-	}
-	if buf[0] == '\n' {
-		end--
-	}
-	found := 0
-	for pos := end; pos > 0; {
-		size := min(int64(chunk), pos)
-		pos -= size
-		part := buf[:size]
-		if _, err := r.ReadAt(part, pos); err != nil && err != io.EOF {
-			return 0, err
-		}
-		for i := len(part) - 1; i >= 0; i-- {
-			if part[i] != '\n' {
-				continue
+		for {
+			entries, more, err := cur.Next()
+			if err != nil {
+				return nil
 			}
-			if found++; found == n {
-				return pos + int64(i) + 1, nil
+			if err := lw.write(entries); err != nil {
+				return nil // the client went away
+			}
+			if !more {
+				break
 			}
 		}
 	}
-	return 0, nil
 }
 
-// follower tracks the log file a response reads. Only the handler's
-// goroutine touches it.
-type follower struct {
-	path string
-	f    *os.File // nil until the file exists
-	pos  int64    // bytes of f already sent
-}
-
-func (fl *follower) close() {
-	if fl.f != nil {
-		fl.f.Close()
-	}
-}
-
-// send writes f's bytes from pos to its current end. Its error is a write
+// lineWriter renders entries as a response's lines. Its error is a write
 // error: the client is gone.
-func (fl *follower) send(w http.ResponseWriter) error {
-	if fl.f == nil {
-		return nil
-	}
-	fi, err := fl.f.Stat()
-	if err != nil || fi.Size() <= fl.pos {
-		return nil
-	}
-	n, err := io.Copy(w, io.NewSectionReader(fl.f, fl.pos, fi.Size()-fl.pos))
-	fl.pos += n
-	if err != nil {
-		return err
-	}
-	return http.NewResponseController(w).Flush()
+type lineWriter struct {
+	bw     *bufio.Writer
+	rc     *http.ResponseController
+	lr     logRequest
+	prefix bool // more than one instance: "NAME:K | " before each line
+	buf    []byte
 }
 
-// step sends whatever the log gained since the last step. A file that
-// shrank was truncated: it is read again from the start. A file replaced at
-// path was rotated: the old one is finished, then the new one read.
-func (fl *follower) step(w http.ResponseWriter) error {
-	if fl.f == nil {
-		f, err := os.Open(fl.path)
-		if err != nil {
-			return nil // not there yet
+// write sends entries and flushes them to the client.
+func (lw *lineWriter) write(entries []logfile.Entry) error {
+	for i := range entries {
+		if err := lw.line(&entries[i]); err != nil {
+			return err
 		}
-		fl.f, fl.pos = f, 0
 	}
-	fi, err := fl.f.Stat()
-	if err != nil {
-		return nil
-	}
-	if fi.Size() < fl.pos {
-		fl.pos = 0
-	}
-	if err := fl.send(w); err != nil {
+	return lw.flush()
+}
+
+// flush sends what is buffered on to the client.
+func (lw *lineWriter) flush() error {
+	if err := lw.bw.Flush(); err != nil {
 		return err
 	}
-	cur, err := os.Stat(fl.path)
-	if err != nil || os.SameFile(fi, cur) {
-		return nil
-	}
-	next, err := os.Open(fl.path)
-	if err != nil {
-		return nil
-	}
-	// The writer moved to the new file before it appeared at path, so the
-	// old one is complete now: drain what it gained since the send above.
-	err = fl.send(w)
-	fl.f.Close()
-	fl.f, fl.pos = next, 0
-	if err != nil {
+	return lw.rc.Flush()
+}
+
+// jsonLine is one line of the JSON form.
+type jsonLine struct {
+	TS      program.Time `json:"ts"` // null for a line stored without a time
+	ID      string       `json:"id"`
+	Stream  string       `json:"stream"`
+	Line    string       `json:"line"`
+	Partial bool         `json:"partial,omitempty"`
+}
+
+func (lw *lineWriter) line(e *logfile.Entry) error {
+	if lw.lr.json {
+		b, err := json.Marshal(jsonLine{TS: program.Time{Time: e.TS}, ID: e.ID, Stream: e.Stream.String(), Line: string(e.Line), Partial: e.Partial})
+		if err != nil {
+			return nil // cannot happen for these types
+		}
+		_, err = lw.bw.Write(append(b, '\n'))
 		return err
 	}
-	return fl.send(w)
+	b := lw.buf[:0]
+	if lw.prefix {
+		b = append(append(b, e.ID...), " | "...)
+	}
+	if lw.lr.timestamps {
+		if e.TS.IsZero() {
+			b = append(b, strings.Repeat(" ", 23)+"-"...)
+		} else {
+			b = logfile.AppendTS(b, e.TS)
+		}
+		b = append(b, ' ')
+	}
+	b = append(append(b, e.Line...), '\n')
+	lw.buf = b
+	_, err := lw.bw.Write(b)
+	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -198,7 +199,7 @@ func (b errBackend) Stop(context.Context, string, program.ActOptions) (program.A
 func (b errBackend) Reload() (api.ReloadResult, error)             { return api.ReloadResult{}, b.err }
 func (b errBackend) ParseProgram([]byte) (program.Spec, error)     { return program.Spec{}, b.err }
 func (b errBackend) Remove(ctx context.Context, name string) error { return b.err }
-func (b errBackend) LogPath(id string) (string, error)             { return "", b.err }
+func (b errBackend) LogSources(string) ([]logfile.Source, error)   { return nil, b.err }
 func (b errBackend) Add(program.Spec, []byte) ([]string, error)    { return nil, b.err }
 func (b errBackend) Status(string) ([]program.Status, error)       { return nil, b.err }
 func (b errBackend) Restart(context.Context, string, program.ActOptions) (program.ActResult, error) {

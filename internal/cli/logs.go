@@ -2,31 +2,59 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tend-sh/tend/internal/client"
 )
 
 func (e *env) logsCmd() *cobra.Command {
-	var (
-		follow bool
-		lines  int
-	)
+	var o client.LogOptions
 	cmd := &cobra.Command{
-		Use:   "logs ID [-f] [-n N]",
-		Short: "print an instance's captured output",
-		Args:  cobra.ExactArgs(1),
+		Use:   "logs ID|NAME|all [-f] [-n N] [--since D] [--timestamps] [--stderr]",
+		Short: "print captured output: one instance, every instance of a program, or all",
+		Long: "Prints the instances' captured stdout and stderr. With more than one instance the\n" +
+			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
+			"logs does); -n counts lines over all of them together.",
+		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			if lines < 0 {
+			if o.Tail < 0 {
 				return usageError{errors.New("logs: -n wants a number of lines from 0")}
+			}
+			if o.Since != "" {
+				if err := checkSince(o.Since); err != nil {
+					return usageError{err}
+				}
+				if !cmd.Flags().Changed("lines") {
+					o.Tail = -1 // every line since then
+				}
 			}
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			return c.Logs(e.ctx, args[0], lines, follow, e.stdout)
+			return c.Logs(e.ctx, args[0], o, e.stdout)
 		}),
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
-	cmd.Flags().IntVarP(&lines, "lines", "n", 100, "how many of the last lines to print")
+	f := cmd.Flags()
+	f.BoolVarP(&o.Follow, "follow", "f", false, "keep printing new output")
+	f.IntVarP(&o.Tail, "lines", "n", 100, "how many of the last lines to print")
+	f.StringVar(&o.Since, "since", "", "only lines newer than this: a duration (10m) or an RFC 3339 time")
+	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "print each line's time")
+	f.BoolVar(&o.Stderr, "stderr", false, "only stderr lines")
+	f.BoolVar(&o.JSON, "json", false, `JSON lines {"ts","id","stream","line"}`)
 	return cmd
+}
+
+// checkSince refuses a --since that is neither a duration nor a time.
+func checkSince(v string) error {
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return nil
+	}
+	return fmt.Errorf("logs: --since %q: want a duration such as 10m or an RFC 3339 time", v)
 }

@@ -213,26 +213,6 @@ func (c *Client) Shutdown() error {
 	return c.call(context.Background(), "POST", "/v1/shutdown", nil, nil, nil)
 }
 
-// Logs writes the last tail lines of an instance's output to w; with
-// follow it goes on writing new output until ctx ends (then it returns nil)
-// or the daemon goes away.
-func (c *Client) Logs(ctx context.Context, id string, tail int, follow bool, w io.Writer) error {
-	q := url.Values{"tail": {strconv.Itoa(tail)}}
-	if follow {
-		q.Set("follow", "1")
-	}
-	resp, err := c.do(ctx, "GET", "/v1/logs/"+url.PathEscape(id), q, nil, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(w, resp.Body)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
 // EventFilter narrows an event query. The zero value matches every event.
 type EventFilter struct {
 	Kinds []string // event kinds; empty = all

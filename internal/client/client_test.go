@@ -107,7 +107,7 @@ func TestNoDaemon(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"List":    func() error { _, err := c.List(false); return err },
 		"Stop":    func() error { _, err := c.Stop("all"); return err },
-		"Logs":    func() error { return c.Logs(t.Context(), "web:0", 10, false, &bytes.Buffer{}) },
+		"Logs":    func() error { return c.Logs(t.Context(), "web:0", client.LogOptions{Tail: 10}, &bytes.Buffer{}) },
 		"Events":  func() error { _, err := c.Events(0); return err },
 		"Follow":  func() error { return c.Follow(t.Context(), 0, nil, "", func(program.Event) error { return nil }) },
 		"Reload":  func() error { _, err := c.Reload(); return err },
@@ -199,7 +199,7 @@ func TestAPIErrors(t *testing.T) {
 		"status":  func() error { _, err := c.Status("nope:0"); return err },
 		"start":   func() error { _, err := c.Start("nope"); return err },
 		"remove":  func() error { return c.Remove("nope") },
-		"logs":    func() error { return c.Logs(t.Context(), "nope:0", 1, false, &bytes.Buffer{}) },
+		"logs":    func() error { return c.Logs(t.Context(), "nope:0", client.LogOptions{Tail: 1}, &bytes.Buffer{}) },
 		"exists":  func() error { _, err := c.Add(map[string]any{"name": "web", "command": []string{"x"}}); return err },
 		"invalid": func() error { _, err := c.Add(map[string]any{"name": "Web!", "command": []string{"x"}}); return err },
 	} {
@@ -262,14 +262,14 @@ func TestLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := c.Logs(t.Context(), "web:0", 2, false, &out); err != nil || out.String() != "two\nthree\n" {
+	if err := c.Logs(t.Context(), "web:0", client.LogOptions{Tail: 2}, &out); err != nil || out.String() != "two\nthree\n" {
 		t.Errorf("Logs = %q, %v", out.String(), err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	var buf syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- c.Logs(ctx, "web:0", 1, true, &buf) }()
+	go func() { done <- c.Logs(ctx, "web:0", client.LogOptions{Tail: 1, Follow: true}, &buf) }()
 	waitFor(t, "tail", func() bool { return buf.String() == "three\n" })
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

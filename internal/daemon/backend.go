@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -122,16 +121,6 @@ func (b *backend) shouldRun(st *program.Status) bool {
 func (b *backend) Reload() (api.ReloadResult, error) { return b.d.reload() }
 
 func (b *backend) Shutdown() { b.d.requestStop() }
-
-func (b *backend) LogPath(id string) (string, error) {
-	if _, _, ok := program.SplitID(id); !ok {
-		return "", fmt.Errorf("%w: %q is not an instance id (NAME:K)", program.ErrNotFound, id)
-	}
-	if _, err := b.d.broker.Status(id); err != nil {
-		return "", err
-	}
-	return supervisor.LogPath(filepath.Join(b.d.cfg.Daemon.StateDir, "logs"), id), nil
-}
 
 func (b *backend) ParseProgram(body []byte) (program.Spec, error) {
 	return b.d.defaults.Load().ParseProgramJSON(body, filepath.Dir(b.d.cfg.File))

@@ -40,6 +40,7 @@ type Options struct {
 	ConfigPath string                     // the TOML file or Procfile
 	JSON       bool                       // event lines on Stderr as JSON instead of text
 	Stderr     io.Writer                  // where event lines go
+	Stdout     io.Writer                  // where forward_output prints the runs' lines (default os.Stdout)
 	Format     func(program.Event) string // the text form of an event line
 	Version    string                     // reported by the API
 }
@@ -78,6 +79,8 @@ type daemon struct {
 	broker        *broker.Broker
 	mgr           *supervisor.Manager
 	api           *api.Server
+	capture       *spawn.Capture // the runs' output: logs, FIFOs, forwarding
+	captureDirs   []io.Closer    // the capture's directories
 	metrics       *metrics.Metrics
 	trim          *trimmer                        // hands memory back after bursts
 	runs          *runs.File                      // runs.json, for the next daemon if this one dies
@@ -129,15 +132,21 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		lock.Close()
 		return nil, err
 	}
+	if err := d.openCapture(); err != nil {
+		d.reaper.Stop()
+		d.log.Close()
+		lock.Close()
+		return nil, err
+	}
 	publish := func(e program.Event) { d.log.Publish(e) }
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
+		Rand: rand.Float64, Capture: d.capture, NotifyDir: filepath.Join(sd, "notify"),
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
-		FIFODir:  filepath.Join(sd, "fifo"), Record: d.record,
+		Record:   d.record,
 	}, d.broker.Forget)
 	d.trim = newTrimmer()
 	d.metrics = metrics.New(metrics.Source{
@@ -216,6 +225,7 @@ func (d *daemon) stop() error {
 	defer cancel()
 	err := d.mgr.Shutdown(ctx)
 	d.strays.Wait()
+	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)
 	d.runs.Close()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopped, PID: os.Getpid()}})

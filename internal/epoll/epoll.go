@@ -7,6 +7,12 @@
 // error. Handlers must not block: they read what is there without waiting,
 // hand it on, and return. One that reads a little at a time lets the loop
 // take the other descriptors' turns in between.
+//
+// A handler with nowhere to put what it would read pauses its watch
+// (PauseLocked): the descriptor leaves the set, so the loop neither calls
+// it nor spins on it, and the data waits in the kernel (a pipe's writer
+// blocks once the pipe is full: backpressure). Whoever drains the place
+// calls Resume.
 package epoll
 
 import (
@@ -37,8 +43,9 @@ type Watch struct {
 	fd  int
 	h   Handler
 
-	mu     sync.Mutex // held while h runs, so Close waits for a handler in flight; guards closed
+	mu     sync.Mutex // held while h runs, so Close waits for a handler in flight; guards closed and paused
 	closed bool
+	paused bool // out of the set until Resume
 }
 
 var (
@@ -74,12 +81,51 @@ func (l *Loop) Add(fd int, h Handler) (*Watch, error) {
 	w := &Watch{l: l, key: l.next, fd: fd, h: h}
 	l.watches[w.key] = w
 	l.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(uint32(w.key)), Pad: int32(uint32(w.key >> 32))}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := w.arm(); err != nil {
 		l.forget(w.key)
-		return nil, fmt.Errorf("epoll_ctl: %w", err)
+		return nil, err
 	}
 	return w, nil
+}
+
+// arm puts the descriptor in the set.
+func (w *Watch) arm() error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(uint32(w.key)), Pad: int32(uint32(w.key >> 32))}
+	if err := unix.EpollCtl(w.l.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// PauseLocked takes the descriptor out of the set until Resume: the
+// handler is not called, whatever arrives or hangs up meanwhile (a
+// level-triggered hang-up cannot be disarmed any other way). Call it only
+// from the handler, which runs with the watch's lock held.
+func (w *Watch) PauseLocked() error {
+	if w.closed || w.paused {
+		return nil
+	}
+	if err := unix.EpollCtl(w.l.epfd, unix.EPOLL_CTL_DEL, w.fd, nil); err != nil {
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	w.paused = true
+	return nil
+}
+
+// Resume puts a paused descriptor back in the set: the handler runs again
+// as soon as it is ready, at once if something waited. A watch that is
+// not paused, or closed, is left as it is. Not from the handler.
+func (w *Watch) Resume() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || !w.paused {
+		return nil
+	}
+	if err := w.arm(); err != nil {
+		return err
+	}
+	w.paused = false
+	return nil
 }
 
 func (l *Loop) forget(key uint64) {
@@ -105,16 +151,19 @@ func (w *Watch) closeLocked() error {
 	w.closed = true
 	// Leave the set before closing: a closed fd leaves it by itself only
 	// once no duplicate of it (a forked child's, say) remains.
-	_ = unix.EpollCtl(w.l.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	if !w.paused {
+		_ = unix.EpollCtl(w.l.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	}
 	w.l.forget(w.key)
 	return unix.Close(w.fd)
 }
 
-// fire runs the handler unless the watch was closed meanwhile.
+// fire runs the handler unless the watch was closed or paused meanwhile
+// (an event of the same batch may name a watch its handler just paused).
 func (w *Watch) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.closed && !w.h(w.fd) {
+	if !w.closed && !w.paused && !w.h(w.fd) {
 		_ = w.closeLocked()
 	}
 }

@@ -170,3 +170,69 @@ func TestAddRefusesRegularFile(t *testing.T) {
 		t.Errorf("fd closed by a failed Add: %v", err)
 	}
 }
+
+// A paused watch is not called, not even for a hang-up (which would spin
+// a level-triggered loop); what arrived meanwhile waits in the pipe, and
+// Resume hands it over, then the hang-up ends the watch.
+func TestPauseHoldsBackUntilResume(t *testing.T) {
+	l, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w := pipe(t)
+	var mu sync.Mutex // guards calls, got, pause and watch
+	calls, got, pause := 0, []byte(nil), true
+	var watch *Watch
+	paused, ended := make(chan struct{}, 1), make(chan struct{})
+	mu.Lock()
+	watch, err = l.Add(r, func(fd int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if pause {
+			pause = false
+			if err := watch.PauseLocked(); err != nil {
+				t.Error(err)
+			}
+			paused <- struct{}{}
+			return true
+		}
+		var b [64]byte
+		n, err := unix.Read(fd, b[:])
+		if err == unix.EAGAIN {
+			return true
+		}
+		if n <= 0 {
+			close(ended)
+			return false
+		}
+		got = append(got, b[:n]...)
+		return true
+	})
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(w, []byte("held"))
+	within(t, "the pause", paused)
+	unix.Write(w, []byte(" back"))
+	unix.Close(w) // a hang-up while paused
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	if calls != 1 || len(got) != 0 {
+		t.Errorf("while paused: %d calls, read %q", calls, got)
+	}
+	mu.Unlock()
+	if err := watch.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the end after Resume", ended)
+	mu.Lock()
+	defer mu.Unlock()
+	if string(got) != "held back" {
+		t.Errorf("after Resume read %q", got)
+	}
+	if err := watch.Resume(); err != nil {
+		t.Errorf("Resume of an ended watch: %v", err)
+	}
+}

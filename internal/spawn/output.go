@@ -1,46 +1,74 @@
 package spawn
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/tend-sh/tend/internal/epoll"
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// Output is one instance's captured stdout and stderr: a size-rotated log
-// file that outlives its runs, and the time of the last byte written, which
-// the idle-output watchdog and the agent turn tracker read.
+// Output is one instance's captured stdout and stderr: the pipes its runs
+// write (each stream its own), read by the shared epoll loop into a
+// bounded buffer that the Capture's writer turns into log records, and the
+// time of the last byte read, which the idle-output watchdog and the agent
+// turn tracker read. See Capture.
 type Output struct {
-	path string
-	fifo string             // the runs' stdout and stderr; "" = an anonymous pipe per run
-	log  *lumberjack.Logger // has its own lock; written from the epoll loop (the runs' output) and by Note
-	last atomic.Int64       // unix nanos of the last byte; 0 = never
+	c    *Capture // nil: output is discarded
+	id   string
+	e    *entry
+	last atomic.Int64 // unix nanos of the last byte read; 0 = never
+
+	mu      sync.Mutex // guards the fields below; taken by the epoll handlers
+	pend    []byte     // frames read and not yet taken by the writer
+	queued  bool       // on the writer's queue
+	waiting bool       // on the Capture's list of outputs to resume
+	streams []*stream  // the read ends being watched (an old run's heirs may hold one on)
+	closed  bool
+	flushed chan struct{} // closed by the writer once the last frames are written
+	took    chan struct{} // the writer took pend (room for one signal)
+	final   bool          // the writer has taken the last frames
+
+	// The writer's: touched only by the goroutine holding its run lock.
+	lines   [2]logfile.Lines // stdout's and stderr's unfinished lines
+	failing bool             // a write failed and OnError was told
 }
 
-// NewOutput opens (lazily) the log file at path with the rotation limits.
-// With fifo set, runs write into that named pipe, which outlives the daemon:
-// a run holds it open read-write, so it never gets SIGPIPE while no daemon
-// reads, and the next daemon reopens it (Attach) and reads on.
-func NewOutput(path, fifo string, l program.Logs) *Output {
-	mb := int((l.MaxSize + (1<<20 - 1)) >> 20) // lumberjack counts whole megabytes
-	return &Output{path: path, fifo: fifo, log: &lumberjack.Logger{
-		Filename:   path,
-		MaxSize:    max(mb, 1),
-		MaxBackups: l.MaxFiles,
-	}}
+// stream is one watched read end.
+type stream struct {
+	s      logfile.Stream
+	fd     int          // the read end, owned by w: open until the handler saw its end (ended) or Close
+	w      *epoll.Watch // set under Output.mu right after the watch starts
+	paused bool
+	ended  bool
+}
+
+// NewOutput returns the output of instance id, with the rotation limits of
+// its log; c nil discards the output. It opens nothing.
+func NewOutput(c *Capture, id string, l program.Logs) *Output {
+	o := &Output{c: c, id: id, flushed: make(chan struct{}), took: make(chan struct{}, 1)}
+	if c != nil {
+		o.e = c.acquire(id, l)
+		o.lines[logfile.Stdout].Max = logfile.DefaultLineMax
+		o.lines[logfile.Stderr].Max = logfile.DefaultLineMax
+	}
+	return o
 }
 
 // Path is the current log file.
-func (o *Output) Path() string { return o.path }
+func (o *Output) Path() string {
+	if o.e == nil {
+		return os.DevNull
+	}
+	return o.e.log.Path()
+}
 
 // LastActivity is when the instance last wrote output (zero if never).
 func (o *Output) LastActivity() time.Time {
@@ -50,138 +78,286 @@ func (o *Output) LastActivity() time.Time {
 	return time.Time{}
 }
 
-// Write appends a run's bytes to the log and marks the output activity
-// that the idle-output watchdog and the agent turn tracker read.
-func (o *Output) Write(p []byte) (int, error) {
-	o.last.Store(time.Now().UnixNano())
-	return o.log.Write(p)
-}
-
-// Note appends a line of tend's own to the log; it is not the run's
+// Note stores a line of tend's own about the instance. It is not the run's
 // activity, so it neither keeps a silent run from being wedged nor starts a
 // turn.
 func (o *Output) Note(line string) {
-	_, _ = o.log.Write([]byte("tend: " + line + "\n"))
+	if o.c == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.frameLocked(logfile.Tend, []byte(line), time.Now())
+	o.enqueueLocked()
 }
 
-// Close closes the log file.
-func (o *Output) Close() error { return o.log.Close() }
-
-// openRun returns the write end for a new run's stdout and stderr and starts
-// copying what arrives into the log. The caller closes its copy once the
-// child has its own.
-func (o *Output) openRun() (*os.File, error) {
-	if o.fifo == "" {
-		var p [2]int
-		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			return nil, fmt.Errorf("pipe2: %w", err)
-		}
-		// Only the read end is non-blocking: the run's stdout stays blocking.
-		if err := unix.SetNonblock(p[0], true); err != nil {
-			unix.Close(p[0])
-			unix.Close(p[1])
-			return nil, fmt.Errorf("pipe2: %w", err)
-		}
-		if err := o.watch(p[0]); err != nil {
-			unix.Close(p[1])
-			return nil, err
-		}
-		return os.NewFile(uintptr(p[1]), "|1"), nil
-	}
-	if err := o.makeFIFO(); err != nil {
-		return nil, err
-	}
-	rfd, err := unix.Open(o.fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: o.fifo, Err: err}
-	}
-	// Read-write: opening never blocks, and the run itself then counts as
-	// a reader, so its writes never raise SIGPIPE without a daemon.
-	pw, err := os.OpenFile(o.fifo, os.O_RDWR, 0)
-	if err != nil {
-		unix.Close(rfd)
-		return nil, err
-	}
-	if err := o.watch(rfd); err != nil {
-		pw.Close()
-		return nil, err
-	}
-	return pw, nil
-}
-
-// Attach reads on from the FIFO of a run adopted from an earlier daemon.
-func (o *Output) Attach() error {
-	if o.fifo == "" {
+// Close stops reading, writes what was read (an unfinished line as a
+// partial record) and lets go of the log. It returns once that is on
+// disk. The instance's FIFOs are removed: no run is left to write them.
+func (o *Output) Close() error {
+	if o.c == nil {
 		return nil
 	}
-	rfd, err := unix.Open(o.fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: o.fifo, Err: err}
-	}
-	// A FIFO whose writers were all gone before this open reports no
-	// hang-up, so find out now: nothing to read and no writer is the end.
-	if !o.drain(rfd) {
-		unix.Close(rfd)
+	if o.isClosed() {
 		return nil
 	}
-	return o.watch(rfd)
-}
-
-// makeFIFO creates the named pipe, replacing anything else at its path.
-func (o *Output) makeFIFO() error {
-	st, err := os.Lstat(o.fifo)
-	if err == nil && st.Mode()&os.ModeNamedPipe != 0 {
-		return nil
+	o.drainRest()
+	o.mu.Lock()
+	sts := o.streams
+	o.mu.Unlock()
+	for _, st := range sts {
+		st.w.Close() // waits for a handler in flight; none runs after
 	}
-	if err == nil {
-		os.Remove(o.fifo)
+	o.mu.Lock()
+	o.closed, o.streams = true, nil
+	now := time.Now()
+	o.frameLocked(logfile.Stdout|endFlag, nil, now)
+	o.frameLocked(logfile.Stderr|endFlag, nil, now)
+	queued := o.enqueueLocked()
+	o.mu.Unlock()
+	if !queued { // the writers have stopped: write here
+		w := o.e.w
+		w.run.Lock()
+		w.flush(o)
+		w.run.Unlock()
 	}
-	if err := syscall.Mkfifo(o.fifo, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("mkfifo %s: %w", o.fifo, err)
+	<-o.flushed
+	if d := o.c.opts.FIFO; d != nil {
+		base := baseName(o.id)
+		for _, name := range []string{base + ".out", base + ".err", base} {
+			_ = d.Remove(name)
+		}
 	}
 	return nil
 }
 
-// watch copies what arrives on the non-blocking read end rfd into the log,
-// from the shared epoll loop, until every writer has closed it; then the
-// loop closes rfd. watch owns rfd, also on error.
-func (o *Output) watch(rfd int) error {
-	l, err := epoll.Shared()
-	if err == nil {
-		_, err = l.Add(rfd, o.drain)
-	}
-	if err != nil {
-		unix.Close(rfd)
-		return fmt.Errorf("watching output: %w", err)
-	}
-	return nil
+func (o *Output) isClosed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed
 }
 
-// readBuf is the loop's read buffer: the epoll loop calls drain for one
-// descriptor at a time, so a single buffer serves every instance.
-var readBuf = make([]byte, 32<<10)
-
-// drain copies one read's worth from rfd into the log and says whether
-// there may be more: false once every writer has gone (EOF) or on an error.
-// One read per call lets the loop serve the other pipes between two reads
-// of a chatty one.
-func (o *Output) drain(rfd int) bool {
-	drainMu.Lock()
-	defer drainMu.Unlock()
+// drainRest reads what is in the pipes now: the run has ended, and the
+// loop may not have got to the last of what it wrote. A full buffer waits
+// for the writer (the loop's budget aside: this is the last of it). What
+// heirs of the run write later is not waited for.
+func (o *Output) drainRest() {
 	for {
-		n, err := unix.Read(rfd, readBuf)
+		o.mu.Lock()
+		blocked := false
+		for _, st := range o.streams {
+			if !st.ended && !o.readAllLocked(st) {
+				blocked = true
+				break
+			}
+		}
+		if blocked && !o.enqueueLocked() {
+			o.mu.Unlock()
+			w := o.e.w // the writers have stopped: write here
+			w.run.Lock()
+			w.flush(o)
+			w.run.Unlock()
+			continue
+		}
+		o.mu.Unlock()
+		if !blocked {
+			return
+		}
+		<-o.took
+	}
+}
+
+// readAllLocked reads st until the pipe is empty or at its end (true), or
+// pend is full (false).
+func (o *Output) readAllLocked(st *stream) bool {
+	for {
+		if o.pend == nil {
+			o.pend = getBuf()
+		}
+		start := len(o.pend)
+		room := cap(o.pend) - start - frameHdr
+		if room < minRead {
+			return false
+		}
+		n, err := unix.Read(st.fd, o.pend[start+frameHdr:start+frameHdr+room])
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
 			return true
 		case err != nil || n == 0:
+			st.ended = true
+			o.frameLocked(st.s|endFlag, nil, time.Now())
+			return true
+		}
+		putHdr(o.pend[start:start], time.Now(), st.s, n)
+		o.pend = o.pend[:start+frameHdr+n]
+		o.c.used.Add(int64(frameHdr + n))
+	}
+}
+
+// frameLocked appends a frame of kind with data to pend.
+func (o *Output) frameLocked(kind logfile.Stream, data []byte, ts time.Time) {
+	if o.pend == nil {
+		o.pend = getBuf()
+	}
+	o.pend = putHdr(o.pend, ts, kind, len(data))
+	o.pend = append(o.pend, data...)
+	o.c.used.Add(int64(frameHdr + len(data)))
+}
+
+func putHdr(b []byte, ts time.Time, kind logfile.Stream, n int) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(ts.UnixNano()))
+	b = append(b, byte(kind))
+	return binary.LittleEndian.AppendUint32(b, uint32(n))
+}
+
+// enqueueLocked hands o to its writer unless it is queued already; false
+// if the writer has stopped.
+func (o *Output) enqueueLocked() bool {
+	if o.queued {
+		return true
+	}
+	if !o.e.w.push(o) {
+		return false
+	}
+	o.queued = true
+	return true
+}
+
+// drain is the epoll handler of one read end: one read's worth into pend
+// per call, so the loop serves the other descriptors in between. With no
+// room it pauses the read end instead (backpressure) until the writer has
+// caught up. It returns false at the end of the stream.
+func (o *Output) drain(st *stream, fd int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.c.room(len(o.pend)) {
+		o.pauseLocked(st)
+		return true
+	}
+	if o.pend == nil {
+		o.pend = getBuf()
+	}
+	start := len(o.pend)
+	room := cap(o.pend) - start - frameHdr
+	if room < minRead { // a note made pend grow past its room
+		o.pauseLocked(st)
+		return true
+	}
+	b := o.pend[start+frameHdr : start+frameHdr+room]
+	for {
+		n, err := unix.Read(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if len(o.pend) == 0 { // a quiet instance holds no buffer
+				putBuf(o.pend)
+				o.pend = nil
+			}
+			return true
+		case err != nil || n == 0:
+			st.ended = true
+			o.frameLocked(st.s|endFlag, nil, time.Now())
+			o.enqueueLocked()
 			return false
 		}
-		_, _ = o.Write(readBuf[:n])
+		now := time.Now()
+		putHdr(o.pend[start:start], now, st.s, n)
+		o.pend = o.pend[:start+frameHdr+n]
+		o.c.used.Add(int64(frameHdr + n))
+		o.last.Store(now.UnixNano())
+		o.enqueueLocked()
 		return true
 	}
 }
 
-// drainMu guards readBuf: drain also runs once on Attach's goroutine.
-var drainMu sync.Mutex
+// pauseLocked takes st's read end out of the loop until resume. Before
+// the watch exists (Attach's first read) there is nothing to pause: the
+// data just stays in the pipe.
+func (o *Output) pauseLocked(st *stream) {
+	if st.w == nil || st.paused {
+		return
+	}
+	if err := st.w.PauseLocked(); err != nil {
+		return // cannot happen for a watched pipe; reading on is the safe side
+	}
+	st.paused = true
+	if !o.waiting {
+		o.waiting = true
+		o.c.addWaiting(o)
+	}
+}
+
+// resume puts o's paused read ends back in the loop if there is room now;
+// else o waits on. listed says o was just taken off the waiting list.
+func (o *Output) resume(listed bool) {
+	o.mu.Lock()
+	if listed {
+		o.waiting = false
+	}
+	if !o.c.room(len(o.pend)) {
+		if !o.waiting && o.pausedLocked() {
+			o.waiting = true
+			o.c.addWaiting(o)
+		}
+		o.mu.Unlock()
+		return
+	}
+	var ws []*epoll.Watch
+	for _, st := range o.streams {
+		if st.paused {
+			st.paused = false
+			ws = append(ws, st.w)
+		}
+	}
+	o.mu.Unlock()
+	// Without o.mu: Resume waits for a handler in flight, which takes it.
+	for _, w := range ws {
+		_ = w.Resume()
+	}
+}
+
+// pausedLocked says whether a read end of o is paused.
+func (o *Output) pausedLocked() bool {
+	for _, st := range o.streams {
+		if st.paused {
+			return true
+		}
+	}
+	return false
+}
+
+// watch reads the non-blocking read end rfd from the shared epoll loop
+// until every writer has closed it; then the loop closes rfd. watch owns
+// rfd, also on error.
+func (o *Output) watch(rfd int, s logfile.Stream) error {
+	l, err := epoll.Shared()
+	if err != nil {
+		unix.Close(rfd)
+		return fmt.Errorf("watching output: %w", err)
+	}
+	st := &stream{s: s, fd: rfd}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// The handler may run before Add returns; it waits for o.mu, and so
+	// finds st.w set.
+	w, err := l.Add(rfd, func(fd int) bool { return o.drain(st, fd) })
+	if err != nil {
+		unix.Close(rfd)
+		return fmt.Errorf("watching output: %w", err)
+	}
+	st.w = w
+	kept := o.streams[:0]
+	for _, old := range o.streams {
+		if !old.ended {
+			kept = append(kept, old)
+		}
+	}
+	o.streams = append(kept, st)
+	return nil
+}

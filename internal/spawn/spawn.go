@@ -117,22 +117,23 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pw, err := req.Out.openRun()
+	stdout, stderr, err := req.Out.openRun()
 	if err != nil {
 		return 0, err
 	}
 	attr := &syscall.ProcAttr{
-		Dir: req.Spec.Cwd,
-		Env: req.Env,
-		// Fd() makes pw blocking, which is what the child's stdout must be.
-		Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()},
+		Dir:   req.Spec.Cwd,
+		Env:   req.Env,
+		Files: []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()},
 		// Its own session (and so its own process group, pgid == pid):
 		// stop signals reach the whole group, the process tree can be found
 		// by session, and no terminal signal of tend's reaches it.
 		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
 	}
 	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, req.Owner, true)
-	pw.Close() // the child has its copy; EOF comes when it and its heirs close theirs
+	// The child has its copies; EOF comes when it and its heirs close theirs.
+	stdout.Close()
+	stderr.Close()
 	if err != nil {
 		if req.Spec.Cwd != "" {
 			if _, serr := os.Stat(req.Spec.Cwd); serr != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/spawn"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // The tests here run real children, so this test process owns wait4: one
@@ -25,8 +29,9 @@ var (
 
 // harness is a Manager with an in-memory event log and snapshot store.
 type harness struct {
-	t   *testing.T
-	mgr *Manager
+	t       *testing.T
+	mgr     *Manager
+	capture *spawn.Capture
 
 	mu      sync.Mutex // guards events, snaps and reports
 	events  []program.Event
@@ -43,9 +48,18 @@ func newHarness(t *testing.T) *harness {
 		}
 	})
 	h := &harness{t: t, snaps: map[string]program.Snapshot{}}
+	logs, err := statedir.Open(filepath.Join(t.TempDir(), "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.capture = spawn.NewCapture(spawn.CaptureOptions{Logs: logs})
+	t.Cleanup(func() { // after the shutdown below: cleanups run last first
+		h.capture.Close()
+		logs.Close()
+	})
 	h.mgr = NewManager(Deps{
 		Reaper: testReaper, Publish: h.publish, Update: h.update,
-		Rand: rand.Float64, LogDir: t.TempDir(),
+		Rand: rand.Float64, Capture: h.capture,
 	}, func(id string) {
 		h.mu.Lock()
 		delete(h.snaps, id)
@@ -88,6 +102,21 @@ func (h *harness) snapshot(id string) program.Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.snaps[id]
+}
+
+// output is what instance id has written so far, one line each.
+func (h *harness) output(id string) string {
+	var b strings.Builder
+	cur, err := logfile.Read([]logfile.Source{{ID: id, Log: h.capture.Log(id)}}, logfile.Query{Tail: -1}, func(e *logfile.Entry) error {
+		b.Write(e.Line)
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cur.Close()
+	return b.String()
 }
 
 // matching returns the events of kind for id ("" = any id), in order.

@@ -126,8 +126,7 @@ func TestSystemdNotifyReadyStatusAndBarrier(t *testing.T) {
 	// systemd-notify waits on its BARRIER=1 pipe until the server closes the
 	// fd; it only goes on (and says "notified") if we did.
 	h.waitFor("systemd-notify to return 0", func() bool {
-		b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "ready:0"))
-		return strings.Contains(string(b), "notified")
+		return strings.Contains(h.output("ready:0"), "notified")
 	})
 }
 
@@ -330,12 +329,11 @@ func TestRunsAsAnotherUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitFor("the run to say who it is", func() bool {
-		b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "asuser:0"))
-		return strings.Contains(string(b), "uid="+name)
+		return strings.Contains(h.output("asuser:0"), "uid="+name)
 	})
-	b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "asuser:0"))
+	b := h.output("asuser:0")
 	u, _ := user.Lookup(name)
-	if want := fmt.Sprintf("home=%s user=%s logname=%s shell=/usr/sbin/nologin", u.HomeDir, name, name); !strings.Contains(string(b), want) {
+	if want := fmt.Sprintf("home=%s user=%s logname=%s shell=/usr/sbin/nologin", u.HomeDir, name, name); !strings.Contains(b, want) {
 		t.Errorf("the run's account environment: %q, want %q", b, want)
 	}
 	if _, err := exec.LookPath("systemd-notify"); err == nil {

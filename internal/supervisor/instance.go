@@ -9,9 +9,7 @@
 package supervisor
 
 import (
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -28,14 +26,13 @@ type Deps struct {
 	Publish func(program.Event)    // numbers, logs and fans out an event; must not block long
 	Update  func(program.Snapshot) // the instance's latest state, for the broker
 	Rand    func() float64         // backoff jitter source in [0,1)
-	LogDir  string                 // state_dir/logs
+	Capture *spawn.Capture         // where the runs' output goes (log files, FIFOs, forwarding); nil = discarded
 	// NotifyDir holds the instances' notify sockets (state_dir/notify);
 	// "" = no notify sockets. ShortDir is a private directory with a short
 	// path (statedir.Runtime) for the sockets that cannot live in NotifyDir:
 	// a path past sun_path's 107 bytes, or a run of another user, who
 	// cannot enter the 0700 state directory.
 	NotifyDir, ShortDir string
-	FIFODir             string // where the runs' output FIFOs go; "" = anonymous pipes
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
 	Record   func(id string, pid, run int, started time.Time)
@@ -124,26 +121,11 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		cmds:  make(chan command),
 		exits: make(chan reaper.Status, 2),
 		done:  make(chan struct{}),
-		out:   spawn.NewOutput(LogPath(deps.LogDir, id), fifoPath(deps.FIFODir, id), spec.Logs),
+		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
 		state: program.StateStopped,
 	}
 	in.initHealth()
 	return in
-}
-
-// fifoPath is the named pipe of an instance's runs in dir ("" = none).
-func fifoPath(dir, id string) string {
-	if dir == "" {
-		return ""
-	}
-	name, k, _ := program.SplitID(id)
-	return filepath.Join(dir, name+"-"+strconv.Itoa(k))
-}
-
-// LogPath is where instance id's output goes: NAME-K.log in dir.
-func LogPath(dir, id string) string {
-	name, k, _ := program.SplitID(id)
-	return filepath.Join(dir, name+"-"+strconv.Itoa(k)+".log")
 }
 
 // loop is the instance's one goroutine. Every case handles one thing and

@@ -63,8 +63,7 @@ func TestOperatorRestartOfATermIgnoringChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitFor("the TERM trap to be set", func() bool {
-		b, _ := os.ReadFile(LogPath(h.mgr.deps.LogDir, "stubborn:0"))
-		return string(b) == "up\n"
+		return h.output("stubborn:0") == "up\n"
 	})
 	old := pidOf(h.status("stubborn:0"))
 	if _, err := h.mgr.Restart(context.Background(), "stubborn:0", program.ActOptions{}); err != nil {

@@ -9,14 +9,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // Backend is a fake api.Backend. The zero value is not usable; use
@@ -33,6 +34,7 @@ type Backend struct {
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
 	calls    []string                  // "start worker", "stop all", ...
+	logs     map[string]*logfile.Log   // by instance id, made on first use
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
@@ -238,12 +240,62 @@ func (b *Backend) Shutdown() {
 	}
 }
 
-// LogPath implements api.Backend.
-func (b *Backend) LogPath(id string) (string, error) {
-	if _, err := b.resolve(id); err != nil {
-		return "", err
+// LogSources implements api.Backend: instance ID's log is the file
+// LogDir/ID.log (with its rotated ID.log.N), read as it is on disk, so a
+// test may write lines there directly or through Log.
+func (b *Backend) LogSources(sel string) ([]logfile.Source, error) {
+	ids, err := b.resolve(sel)
+	if err != nil {
+		return nil, err
 	}
-	return filepath.Join(b.LogDir, id+".log"), nil
+	out := make([]logfile.Source, 0, len(ids))
+	for _, id := range ids {
+		l, err := b.Log(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, logfile.Source{ID: id, Log: l})
+	}
+	return out, nil
+}
+
+// Log returns the log of instance id, for a test to write records to.
+func (b *Backend) Log(id string) (*logfile.Log, error) {
+	dir, err := logDir(b.LogDir)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.logs == nil {
+		b.logs = map[string]*logfile.Log{}
+	}
+	l := b.logs[id]
+	if l == nil {
+		l = logfile.New(dir, id, logfile.Options{MaxSize: 1 << 20, MaxFiles: 2})
+		b.logs[id] = l
+	}
+	return l, nil
+}
+
+// logDirs holds one open directory per LogDir for the life of the test
+// binary: fakes come and go by the thousand under a fuzzer, their
+// directories do not.
+var logDirs sync.Map // path → *statedir.Dir
+
+func logDir(path string) (*statedir.Dir, error) {
+	if d, ok := logDirs.Load(path); ok {
+		return d.(*statedir.Dir), nil
+	}
+	d, err := statedir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := logDirs.LoadOrStore(path, d); loaded {
+		d.Close()
+		return prev.(*statedir.Dir), nil
+	}
+	return d, nil
 }
 
 // ParseProgram implements api.Backend for the keys the CLI sends: name,

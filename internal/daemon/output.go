@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/spawn"
+	"github.com/tend-sh/tend/internal/statedir"
+)
+
+// openCapture sets up the capture of every run's output: the log files in
+// state_dir/logs, the runs' FIFOs in state_dir/fifo (so a later daemon
+// reads on from runs this one leaves), and with forward_output every line
+// also on stdout as "NAME:K | line" (as docker logs and kubectl logs want
+// it). The directories are made by start.
+func (d *daemon) openCapture() error {
+	sd := d.cfg.Daemon.StateDir
+	// TODO(lead): the state helper's d.state.Logs and d.state.FIFO replace
+	// these two opens once merged.
+	logs, err := statedir.Open(filepath.Join(sd, "logs"))
+	if err != nil {
+		return err
+	}
+	fifo, err := statedir.Open(filepath.Join(sd, "fifo"))
+	if err != nil {
+		logs.Close()
+		return err
+	}
+	opts := spawn.CaptureOptions{
+		Logs: logs, FIFO: fifo,
+		OnError: func(id string, err error) {
+			d.note("%s: output lost, its log cannot be written: %v", id, err)
+		},
+	}
+	if d.cfg.Daemon.ForwardOutput {
+		opts.Forward = d.opts.Stdout
+		if opts.Forward == nil {
+			opts.Forward = os.Stdout
+		}
+	}
+	d.capture = spawn.NewCapture(opts)
+	d.captureDirs = []io.Closer{logs, fifo}
+	return nil
+}
+
+// closeCapture writes what is left and stops the writers, once every
+// instance has ended.
+func (d *daemon) closeCapture() error {
+	d.capture.Close()
+	var err error
+	for _, c := range d.captureDirs {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}
+
+// LogSources implements api.Backend: each instance's log, as its writer
+// sees it.
+func (b *backend) LogSources(sel string) ([]logfile.Source, error) {
+	ids, err := b.d.mgr.Resolve(sel)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]logfile.Source, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, logfile.Source{ID: id, Log: b.d.capture.Log(id)})
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package logfile
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+// followBudget bounds the bytes one Next reads from one source, so a
+// follower that fell far behind catches up in steps of bounded memory.
+const followBudget = 1 << 20
+
+// position is where a Cursor is in one source: a file and an offset just
+// after a complete line in it. The file is known by its generation when
+// this process writes the log (exact: it counts the rotations), else by
+// its inode (which it keeps when rotated under another name).
+type position struct {
+	gen  uint64 // the log's rotations when the file was the current one
+	ino  uint64 // 0: the source had no file yet
+	off  int64
+	ver  uint64    // the log's Version when this source was last read to its end
+	last time.Time // the time of the last record handed on, for lines without one
+}
+
+// Cursor follows sources from where Read left them: each Next returns what
+// was written since, across rotations. It holds no descriptor between
+// calls. Its methods belong to one goroutine.
+type Cursor struct {
+	srcs   []Source
+	pos    []position
+	stderr bool
+
+	once sync.Once
+	ch   chan struct{} // woken by the writers of the sources, once C was called
+}
+
+// C is ready whenever a source written by this process has new records.
+// Sources written elsewhere send nothing: poll Next for them.
+func (c *Cursor) C() <-chan struct{} {
+	c.once.Do(func() {
+		c.ch = make(chan struct{}, 1)
+		for _, s := range c.srcs {
+			if s.Log.writer.Load() {
+				s.Log.Watch(c.ch)
+			}
+		}
+	})
+	return c.ch
+}
+
+// Close stops the notifications.
+func (c *Cursor) Close() {
+	if c.ch == nil {
+		return
+	}
+	for _, s := range c.srcs {
+		s.Log.Unwatch(c.ch)
+	}
+}
+
+// Next returns the records written since the last call (or Read), merged
+// in time order. more says a source has more than one call reads: call
+// again without waiting.
+func (c *Cursor) Next() (entries []Entry, more bool, err error) {
+	for i, s := range c.srcs {
+		p := &c.pos[i]
+		ver := s.Log.Version()
+		if s.Log.writer.Load() && ver == p.ver {
+			continue // nothing written since its end was read
+		}
+		got, all := c.readNew(s, p)
+		if all {
+			p.ver = ver
+		} else {
+			more = true
+		}
+		p.last = stamp(got, p.last)
+		entries = append(entries, got...)
+	}
+	slices.SortStableFunc(entries, func(a, b Entry) int { return a.at.Compare(b.at) })
+	return entries, more, nil
+}
+
+// readNew reads what source s gained after p, up to followBudget bytes,
+// and moves p on. all says it read to the end.
+func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
+	set, from, off, gen := openFrom(s.Log, p)
+	defer closeSet(set)
+	budget := int64(followBudget)
+	// set is newest first: read from the cursor's file towards the current.
+	for g := from; g >= 0; g-- {
+		fl := set[g]
+		if fl.f == nil {
+			continue
+		}
+		if g != from {
+			off = 0
+		}
+		limit := fl.size
+		if g == 0 {
+			limit = lastLineEnd(fl.f, fl.size) // a record being written is not whole yet
+		}
+		limit = max(limit, off)
+		cut := limit-off > budget
+		if cut {
+			limit = off + budget
+		}
+		end := c.scanForward(s.ID, fl.f, off, limit, g == 0 || cut, &out)
+		budget -= end - off
+		p.gen, p.ino, p.off = gen-uint64(g), fl.ino, end
+		if cut || (g > 0 && end < fl.size) {
+			return out, false // stopped inside this file: the rest next time
+		}
+	}
+	return out, true
+}
+
+// openFrom opens the files of l from the one p is in to the current one
+// (newest first in set, p's at index from, where reading starts at off).
+// If p's file is gone (rotated out while the follower was away) or there
+// was none, from is the oldest file and off 0. gen is the log's
+// generation, for the positions in set.
+func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64) {
+	l.rot.RLock()
+	defer l.rot.RUnlock()
+	gen = l.gen
+	if l.writer.Load() {
+		k := int(min(gen-p.gen, maxGens+1))
+		for i := 0; i <= k; i++ {
+			fl, ok := l.openGen(i)
+			if !ok && i > 0 {
+				break
+			}
+			set = append(set, fl)
+		}
+		if k < len(set) && set[k].f != nil && set[k].ino == p.ino {
+			return set, k, min(p.off, set[k].size), gen
+		}
+		return set, len(set) - 1, 0, gen
+	}
+	for i := 0; i <= maxGens; i++ {
+		fl, ok := l.openGen(i)
+		if !ok && i > 0 {
+			break
+		}
+		set = append(set, fl)
+		if ok && fl.ino == p.ino && p.ino != 0 {
+			off := p.off
+			if off > fl.size || !atLineStart(fl.f, off) {
+				off = 0 // truncated, or the inode is another file's now
+			}
+			return set, i, off, gen
+		}
+	}
+	return set, len(set) - 1, 0, gen
+}
+
+// atLineStart says whether off begins a line of f.
+func atLineStart(f io.ReaderAt, off int64) bool {
+	if off == 0 {
+		return true
+	}
+	var b [1]byte
+	_, err := f.ReadAt(b[:], off-1)
+	return err == nil && b[0] == '\n'
+}
+
+// scanForward appends the records of f in [off, limit) that the cursor
+// wants to out, and returns where it stopped: after the last complete
+// line when wholeOnly, else at limit (a finished file's last line needs
+// no newline).
+func (c *Cursor) scanForward(id string, f io.ReaderAt, off, limit int64, wholeOnly bool, out *[]Entry) int64 {
+	buf := make([]byte, min(limit-off, chunk))
+	var carry []byte
+	pos := off
+	for pos < limit {
+		n := min(int64(len(buf)), limit-pos)
+		b := buf[:n]
+		k, err := f.ReadAt(b, pos)
+		if k == 0 && err != nil {
+			break
+		}
+		b = b[:k]
+		pos += int64(k)
+		if carry != nil {
+			b = append(carry, b...)
+		}
+		for {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				break
+			}
+			c.add(id, b[:i], out)
+			b = b[i+1:]
+		}
+		carry = append([]byte(nil), b...)
+	}
+	if len(carry) > 0 {
+		// A line longer than a whole budget (only in a log from before
+		// records) is handed on in pieces rather than never.
+		if wholeOnly && int64(len(carry)) < followBudget {
+			return pos - int64(len(carry)) // the rest next time, whole
+		}
+		c.add(id, carry, out)
+	}
+	return pos
+}
+
+func (c *Cursor) add(id string, line []byte, out *[]Entry) {
+	r := parseLine(line)
+	if c.stderr && r.Stream != Stderr {
+		return
+	}
+	r.Line = bytes.Clone(r.Line)
+	*out = append(*out, Entry{ID: id, Record: r})
+}
