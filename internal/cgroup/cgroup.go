@@ -333,12 +333,13 @@ func resolve(dir string) (string, error) {
 	}
 }
 
+// mountPoints lists where the cgroup2 mounts are, for messages.
 func mountPoints(ms []mount) string {
 	var ps []string
 	for _, m := range ms {
 		ps = append(ps, m.Point)
 	}
-	return "cgroup2 at " + strings.Join(ps, ", ")
+	return "cgroup2 is mounted at " + strings.Join(ps, ", ")
 }
 
 func v2Hint(ms []mount) string {
@@ -351,7 +352,7 @@ func v2Hint(ms []mount) string {
 	if len(v2) == 0 {
 		return "; this host has no cgroup2 mount"
 	}
-	return "; " + mountPoints(v2) + " is mounted"
+	return "; " + mountPoints(v2)
 }
 
 func intersect(a, b []string) []string {

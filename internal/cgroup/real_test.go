@@ -1,0 +1,554 @@
+package cgroup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The tests here start real processes in real groups. The runs they start
+// leave orphans on purpose (a setsid child, a double fork), which would go
+// to pid 1, and pid 1 does not reap on every host (it does not on the
+// machine these were written on): so the test binary is a subreaper, every
+// orphan comes back to it, and each test reaps the pids it saw by number
+// (wait4(pid), never wait4(-1)). Every test here wants that, and none
+// relies on its absence, so it is set once in TestMain rather than in a
+// re-executed child.
+func TestMain(m *testing.M) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// leaky is the brief's run: a setsid child that execs, a double-forked
+// sleep, and the leader's own sleep. Each escapes a process group or
+// session in its own way; none escapes the cgroup.
+const leaky = `setsid sh -c "exec sleep 1000" & sh -c "sleep 1000 &" ; sleep 1000`
+
+var testSeq atomic.Int64
+
+// cgroup2Base returns a writable directory in a real cgroup2 hierarchy:
+// this host's cgroup2 mount, or a fresh mount of one in a temporary
+// directory; it skips the test, saying why, where neither works.
+func cgroup2Base(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Skip("no /proc/self/mountinfo:", err)
+	}
+	ms, err := parseMountinfo(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.FSType == "cgroup2" && unix.Access(m.Point, unix.W_OK) == nil {
+			return m.Point
+		}
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("none", dir, "cgroup2", 0, ""); err != nil {
+		t.Skipf("no writable cgroup2 mount, and mount -t cgroup2 failed: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// testTree makes an explicit-directory tree for one test, with a unique
+// name, removed at cleanup whatever happened: processes killed, groups
+// removed.
+func testTree(t testing.TB) *Tree {
+	t.Helper()
+	dir := filepath.Join(cgroup2Base(t), fmt.Sprintf("tend-test-%d-%d", os.Getpid(), testSeq.Add(1)))
+	tr, why, err := Setup(dir, "unused")
+	if err != nil || tr == nil {
+		t.Fatalf("Setup(%s) = %v, %q, %v", dir, tr, why, err)
+	}
+	t.Cleanup(func() {
+		_ = tr.Close()
+		// Whatever a failed test left: kill all below dir, then remove.
+		g := &Group{t: tr, name: filepath.Base(dir), path: dir}
+		_ = g.Kill()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := waitEmptyPoll(ctx, dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := removeTree(dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return tr
+}
+
+// waitEmptyPoll is for cleanup after Close, when Watch is gone.
+func waitEmptyPoll(ctx context.Context, dir string) error {
+	for {
+		p, err := populated(dir)
+		if err != nil || !p {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still populated", dir)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// run is a process started in a group, and every pid seen in it.
+type run struct {
+	cmd    *exec.Cmd
+	starts map[int]uint64 // pid: start time, so a reused pid is not mistaken
+}
+
+// startIn prepares g and starts sh -c script in it at fork, as tend will:
+// its own session, placed by clone3 CLONE_INTO_CGROUP.
+func startIn(t testing.TB, g *Group, env []string, script string) *run {
+	t.Helper()
+	f, err := g.Prepare(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	err = cmd.Start()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{cmd: cmd, starts: map[int]uint64{}}
+	t.Cleanup(func() {
+		_ = g.Kill()
+		r.reap(t)
+	})
+	return r
+}
+
+// see records pids of the run, with their start times.
+func (r *run) see(pids []int) {
+	for _, pid := range pids {
+		if _, ok := r.starts[pid]; !ok {
+			if st, ok := procStart(pid); ok {
+				r.starts[pid] = st
+			}
+		}
+	}
+}
+
+// reap waits for the leader, then for every orphan seen (adopted here);
+// then checks that each pid seen is gone.
+func (r *run) reap(t testing.TB) {
+	t.Helper()
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Wait()
+	}
+	for pid := range r.starts {
+		if pid != r.cmd.Process.Pid {
+			_, _ = unix.Wait4(pid, nil, 0, nil) // ECHILD: not ours, or reaped by its parent
+		}
+	}
+	for pid, start := range r.starts {
+		waitFor(t, fmt.Sprintf("pid %d to be gone", pid), func() bool {
+			st, ok := procStart(pid)
+			return !ok || st != start
+		})
+	}
+}
+
+// procStart returns a process's start time (field 22 of its stat); false
+// once it is gone or a zombie.
+func procStart(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	return st, err == nil
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLeaky waits until the leaky run has its four processes: the leader
+// and three sleeps, all exec'd.
+func waitLeaky(t testing.TB, g *Group, r *run) []int {
+	t.Helper()
+	var pids []int
+	waitFor(t, "the run's four processes", func() bool {
+		var err error
+		pids, err = g.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.see(pids)
+		sleeps := 0
+		for _, p := range pids {
+			if comm(p) == "sleep" {
+				sleeps++
+			}
+		}
+		return len(pids) == 4 && sleeps == 3 && slices.Contains(pids, r.cmd.Process.Pid)
+	})
+	return pids
+}
+
+func ctx30(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRealRunIsItsGroup(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("leaky-0")
+	r := startIn(t, g, nil, leaky)
+	pids := waitLeaky(t, g, r)
+	if slices.Contains(pids, os.Getpid()) {
+		t.Errorf("the test process is in the run's group: %v", pids)
+	}
+	// Each is in the group by the kernel's own account, and one of them
+	// left the leader's session: a process group would have lost it.
+	sessions := map[int]bool{}
+	for _, p := range pids {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cgroup")
+		if !strings.HasSuffix(strings.TrimSpace(string(b)), "/"+filepath.Base(tr.Path())+"/leaky-0") {
+			t.Errorf("pid %d is in %q", p, b)
+		}
+		sid, _ := unix.Getsid(p)
+		sessions[sid] = true
+	}
+	if len(sessions) != 2 {
+		t.Errorf("sessions %v: want the leader's and the setsid child's", sessions)
+	}
+	if p, err := g.Populated(); err != nil || !p {
+		t.Fatalf("Populated = %v, %v", p, err)
+	}
+
+	events := make(chan bool, 10)
+	stop, err := g.Watch(func(p bool) { events <- p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WaitEmpty(ctx30(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-events:
+		if p {
+			t.Errorf("Watch reported populated true after Kill")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch did not report the group empty")
+	}
+	if p, err := g.Populated(); err != nil || p {
+		t.Errorf("after Kill and WaitEmpty: Populated = %v, %v", p, err)
+	}
+	if pids, err := g.Procs(); err != nil || len(pids) != 0 {
+		t.Errorf("after Kill: Procs = %v, %v", pids, err)
+	}
+	r.reap(t) // fails unless every pid seen is gone
+	if ps := r.cmd.ProcessState; ps == nil || ps.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("leader ended by %v, want SIGKILL", r.cmd.ProcessState)
+	}
+
+	if names, err := tr.Names(); err != nil || !slices.Equal(names, []string{"leaky-0"}) {
+		t.Errorf("Names = %v, %v", names, err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Remove: %v", err)
+	}
+	if names, err := tr.Names(); err != nil || len(names) != 0 {
+		t.Errorf("Names after Remove = %v, %v", names, err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("a second Remove: %v", err)
+	}
+	if err := g.Kill(); err != nil {
+		t.Errorf("Kill of a removed group: %v", err)
+	}
+	if err := g.WaitEmpty(ctx30(t)); err != nil {
+		t.Errorf("WaitEmpty of a removed group: %v", err)
+	}
+}
+
+func TestRealPrepareEmptiesLeftover(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("web-1")
+	r := startIn(t, g, nil, leaky)
+	pids := waitLeaky(t, g, r)
+
+	f, err := g.Prepare(0) // a new run: the old one must go first
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if p, err := g.Populated(); err != nil || p {
+		t.Errorf("after Prepare: Populated = %v, %v", p, err)
+	}
+	r.reap(t)
+	for _, p := range pids {
+		if _, ok := procStart(p); ok {
+			t.Errorf("pid %d of the old run is alive", p)
+		}
+	}
+	// The group is usable again.
+	r2 := startIn(t, g, nil, "exec sleep 1000")
+	waitFor(t, "the new run in the group", func() bool {
+		pids, _ := g.Procs()
+		return slices.Equal(pids, []int{r2.cmd.Process.Pid})
+	})
+}
+
+func TestRealSignal(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("sig-0")
+	r := startIn(t, g, nil, leaky)
+	pids := waitLeaky(t, g, r)
+	n, err := g.Signal(syscall.SIGTERM) // sh and sleep die of it
+	if err != nil || n != len(pids) {
+		t.Errorf("Signal = %d, %v; want %d", n, err, len(pids))
+	}
+	if err := g.WaitEmpty(ctx30(t)); err != nil {
+		t.Fatal(err)
+	}
+	r.reap(t)
+	if st := r.cmd.ProcessState.Sys().(syscall.WaitStatus); st.Signal() != syscall.SIGTERM {
+		t.Errorf("leader: %v, want SIGTERM", r.cmd.ProcessState)
+	}
+}
+
+// Without cgroup.kill (Linux < 5.14) Kill signals every member until none
+// is new; this kernel has the file, so the fallback is called directly.
+func TestRealKillBySignal(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("old-0")
+	r := startIn(t, g, nil, leaky)
+	waitLeaky(t, g, r)
+	if err := killBySignal(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WaitEmpty(ctx30(t)); err != nil {
+		t.Fatal(err)
+	}
+	r.reap(t)
+}
+
+func TestRealRemovePopulated(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("gone-3")
+	r := startIn(t, g, nil, leaky)
+	waitLeaky(t, g, r)
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Remove: %v", err)
+	}
+	r.reap(t)
+}
+
+// A run as root may make groups below its own; they are part of it.
+func TestRealSubgroups(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("nest-0")
+	r := startIn(t, g, []string{"CG=" + g.Path()},
+		`mkdir "$CG/inner" && sh -c 'echo $$ > "$CG/inner/cgroup.procs" && exec sleep 1000' & exec sleep 1000`)
+	waitFor(t, "two sleeps, one in a sub-group", func() bool {
+		pids, err := g.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.see(pids)
+		inner, _ := os.ReadFile(filepath.Join(g.Path(), "inner", "cgroup.procs"))
+		return len(pids) == 2 && comm(pids[0]) == "sleep" && comm(pids[1]) == "sleep" && len(inner) > 0
+	})
+	f, err := g.Prepare(0) // empties and removes the sub-group
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := os.Stat(filepath.Join(g.Path(), "inner")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sub-group after Prepare: %v", err)
+	}
+	r.reap(t)
+}
+
+func TestRealNames(t *testing.T) {
+	tr := testTree(t)
+	for _, n := range []string{"b-1", "a-0", "a-b-12"} {
+		f, err := tr.Group(n).Prepare(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for _, n := range []string{daemonLeaf, "foreign", "x-"} { // not instance groups
+		if err := os.Mkdir(filepath.Join(tr.Path(), n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, err := tr.Names(); err != nil || !slices.Equal(names, []string{"a-0", "a-b-12", "b-1"}) {
+		t.Errorf("Names = %v, %v", names, err)
+	}
+	if _, err := tr.Group("../escape-0").Prepare(0); err == nil {
+		t.Errorf("Prepare of ../escape-0 succeeded")
+	}
+}
+
+// A watch set once follows the group across runs, though Prepare makes
+// the directory afresh each time.
+func TestRealWatchAcrossRuns(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("w-0")
+	f, err := g.Prepare(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	events := make(chan bool, 10)
+	stop, err := g.Watch(func(p bool) { events <- p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	expect := func(want bool) {
+		t.Helper()
+		select {
+		case p := <-events:
+			if p != want {
+				t.Fatalf("Watch reported %v, want %v", p, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Watch did not report %v", want)
+		}
+	}
+	for range 2 {
+		r := startIn(t, g, nil, "exec sleep 1000")
+		r.see([]int{r.cmd.Process.Pid})
+		expect(true)
+		if err := g.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		expect(false)
+		r.reap(t)
+	}
+	stop()
+	stop() // twice is fine
+	r := startIn(t, g, nil, "exec sleep 1000")
+	r.see([]int{r.cmd.Process.Pid})
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.WaitEmpty(ctx30(t)); err != nil {
+		t.Fatal(err)
+	}
+	r.reap(t)
+	select {
+	case p := <-events:
+		t.Errorf("after stop, Watch reported %v", p)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// Setup "auto" on this machine: tend's group is found from mountinfo and
+// /proc/self/cgroup, tend-ID is made below it, and a second Setup with the
+// same id (a restarted daemon) finds the same tree and its groups.
+func TestRealSetupAuto(t *testing.T) {
+	cgroup2Base(t) // skips without a cgroup2 hierarchy
+	selfBefore, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := parseSelfCgroup(selfBefore)
+	id := fmt.Sprintf("test%d", os.Getpid())
+	tr, why, err := Setup("auto", id)
+	if err != nil || tr == nil {
+		t.Fatalf("Setup(auto) = %v, %q, %v", tr, why, err)
+	}
+	t.Cleanup(func() {
+		_ = tr.Close()
+		if tr.DaemonGroup() != "" { // put this process back before removing
+			ownDir := filepath.Dir(filepath.Dir(tr.DaemonGroup()))
+			_ = writeFile(filepath.Join(ownDir, "cgroup.procs"), strconv.Itoa(os.Getpid()))
+		}
+		_ = (&Group{t: tr, path: tr.Path()}).Kill()
+		_ = waitEmptyPoll(context.Background(), tr.Path())
+		if err := removeTree(tr.Path()); err != nil {
+			t.Error(err)
+		}
+	})
+	if filepath.Base(tr.Path()) != "tend-"+id {
+		t.Errorf("Path = %s, want …/tend-%s", tr.Path(), id)
+	}
+	if !strings.HasSuffix(filepath.Dir(tr.Path()), strings.TrimSuffix(own, "/")) && own != "/" {
+		t.Errorf("Path = %s, not below tend's group %s", tr.Path(), own)
+	}
+	t.Logf("Path %s, controllers %v, daemon leaf %q, why %q", tr.Path(), tr.Controllers(), tr.DaemonGroup(), tr.Why())
+	if !tr.HasMemory() && tr.Why() == "" {
+		t.Errorf("no memory controller, and Why does not say why")
+	}
+	f, err := tr.Group("kept-0").Prepare(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	tr2, why, err := Setup("auto", id)
+	if err != nil || tr2 == nil {
+		t.Fatalf("second Setup(auto) = %v, %q, %v", tr2, why, err)
+	}
+	defer tr2.Close()
+	if tr2.Path() != tr.Path() || !slices.Equal(tr2.Controllers(), tr.Controllers()) {
+		t.Errorf("second Setup: %s %v, first %s %v", tr2.Path(), tr2.Controllers(), tr.Path(), tr.Controllers())
+	}
+	if names, err := tr2.Names(); err != nil || !slices.Equal(names, []string{"kept-0"}) {
+		t.Errorf("second Setup's Names = %v, %v", names, err)
+	}
+}
