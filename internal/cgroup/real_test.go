@@ -83,9 +83,8 @@ func testTree(t testing.TB) *Tree {
 	}
 	t.Cleanup(func() {
 		_ = tr.Close()
-		// Whatever a failed test left: kill all below dir, then remove.
-		g := &Group{t: tr, name: filepath.Base(dir), path: dir}
-		_ = g.Kill()
+		// Whatever a failed test left, killed without the code under test.
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := waitEmptyPoll(ctx, dir); err != nil {
@@ -136,8 +135,10 @@ func startIn(t testing.TB, g *Group, env []string, script string) *run {
 		t.Fatal(err)
 	}
 	r := &run{cmd: cmd, starts: map[int]uint64{}}
+	r.see([]int{cmd.Process.Pid})
 	t.Cleanup(func() {
-		_ = g.Kill()
+		// Whatever the test left, killed without the code under test.
+		_ = os.WriteFile(filepath.Join(g.Path(), "cgroup.kill"), []byte("1"), 0)
 		r.reap(t)
 	})
 	return r
@@ -154,23 +155,34 @@ func (r *run) see(pids []int) {
 	}
 }
 
-// reap waits for the leader, then for every orphan seen (adopted here);
-// then checks that each pid seen is gone.
+// reap checks that every pid seen is gone (a zombie counts as gone),
+// SIGKILLing any still alive after a generous wait; then it reaps the
+// leader and every orphan adopted here (wait4 of that pid: ECHILD for one
+// reaped by its own parent).
 func (r *run) reap(t testing.TB) {
 	t.Helper()
+	for pid, start := range r.starts {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, ok := procStart(pid)
+			if !ok || st != start {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("pid %d (%s) still alive", pid, comm(pid))
+				_ = unix.Kill(pid, unix.SIGKILL)
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	if r.cmd.ProcessState == nil {
 		_ = r.cmd.Wait()
 	}
 	for pid := range r.starts {
 		if pid != r.cmd.Process.Pid {
-			_, _ = unix.Wait4(pid, nil, 0, nil) // ECHILD: not ours, or reaped by its parent
+			_, _ = unix.Wait4(pid, nil, 0, nil)
 		}
-	}
-	for pid, start := range r.starts {
-		waitFor(t, fmt.Sprintf("pid %d to be gone", pid), func() bool {
-			st, ok := procStart(pid)
-			return !ok || st != start
-		})
 	}
 }
 
