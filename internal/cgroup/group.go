@@ -47,15 +47,21 @@ func (g *Group) Path() string { return g.path }
 // Prepare readies the group for a new run and returns an open directory
 // descriptor for syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}, so
 // the run starts in the group (clone3 CLONE_INTO_CGROUP); the caller closes
-// it after the fork.
+// it after the fork. Call it before every fork: the descriptor is good for
+// one.
 //
 // A leftover of an earlier run is killed and waited for (bounded: an error
-// if processes remain). The group is then made afresh, so that what the
-// kernel counts per group (memory.peak, memory.events oom_kill) starts
-// from zero for the run, as systemd does for each start of a unit; where
-// it cannot be removed (a run left sub-groups that will not go) the empty
-// group is kept. With the memory controller, memory.max is set to
-// memoryMax bytes, or "max" for 0. Watches of the group carry over.
+// if processes remain). The group is then removed and made afresh, for two
+// reasons. What the kernel counts per group (memory.peak, memory.events
+// oom_kill) then starts from zero for the run, as systemd does for each
+// start of a unit. And a group that has been through cgroup.kill must not
+// receive a clone3 CLONE_INTO_CGROUP child: on Linux 6.18 (the kernel these
+// tests run on) such a child is SIGKILLed as it starts, because the kill
+// sequence number the fork checks is read from the parent's group, not the
+// target's; migrating into the group works, forking into it does not. A
+// group that cannot be removed is therefore an error, not reused. With the
+// memory controller, memory.max is set to memoryMax bytes, or "max" for 0.
+// Watches of the group carry over.
 func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	if g.err != nil {
 		return nil, g.err
@@ -66,7 +72,9 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	if err := g.empty(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	_ = removeTree(g.path) // keeps the group where it cannot
+	if err := removeTree(g.path); err != nil {
+		return nil, fmt.Errorf("cgroup %s: cannot make it afresh: %w", g.path, err)
+	}
 	if err := unix.Mkdir(g.path, 0o755); err != nil && err != unix.EEXIST {
 		return nil, fmt.Errorf("cgroup %s: mkdir: %w", g.path, err)
 	}

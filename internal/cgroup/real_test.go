@@ -350,7 +350,9 @@ func TestRealPrepareEmptiesLeftover(t *testing.T) {
 			t.Errorf("pid %d of the old run is alive", p)
 		}
 	}
-	// The group is usable again.
+	// The group takes a new run, though it went through cgroup.kill (a
+	// child forked into such a group is SIGKILLed at birth on Linux 6.18:
+	// see Prepare).
 	r2 := startIn(t, g, nil, "exec sleep 1000")
 	waitFor(t, "the new run in the group", func() bool {
 		pids, _ := g.Procs()
@@ -455,7 +457,7 @@ func TestRealNames(t *testing.T) {
 }
 
 // A watch set once follows the group across runs, though Prepare makes
-// the directory afresh each time.
+// the directory afresh each time; each run after a cgroup.kill lives.
 func TestRealWatchAcrossRuns(t *testing.T) {
 	tr := testTree(t)
 	g := tr.Group("w-0")
