@@ -44,6 +44,7 @@ type Tree struct {
 	why         string   // what limits the tree ("" when the memory controller is on)
 	leaf        string   // the daemon's leaf when Setup moved the daemon there, else ""
 	w           *watcher
+	kept        keptFiles // memory.current of each group, open for MemoryCurrent
 }
 
 // Setup decides once, at daemon start, whether runs get cgroups (SPEC 12).
@@ -115,9 +116,13 @@ func (t *Tree) Names() ([]string, error) {
 	return names, nil // ReadDir sorts
 }
 
-// Close stops watching: stop functions of earlier Watches still work,
-// later Watches fail. Groups and their processes are left as they are.
-func (t *Tree) Close() error { return t.w.close() }
+// Close stops watching and closes the files kept open: stop functions of
+// earlier Watches still work, later Watches fail. Groups and their
+// processes are left as they are.
+func (t *Tree) Close() error {
+	t.kept.closeAll()
+	return t.w.close()
+}
 
 func newTree(dir string, controllers []string, why, leaf string) *Tree {
 	return &Tree{path: dir, controllers: controllers, why: why, leaf: leaf, w: newWatcher()}

@@ -101,6 +101,10 @@ func TestFakeMemory(t *testing.T) {
 	if c, err := g.MemoryCurrent(); err != nil || c != 1234567 {
 		t.Errorf("MemoryCurrent = %d, %v", c, err)
 	}
+	f.group(g.Path(), map[string]string{"memory.current": "2345678\n"})
+	if c, err := g.MemoryCurrent(); err != nil || c != 2345678 { // the kept descriptor reads anew
+		t.Errorf("MemoryCurrent after a change = %d, %v", c, err)
+	}
 
 	// The OOM killer ends two processes of the run: the count rises.
 	f.group(g.Path(), map[string]string{"memory.events": events(2), "memory.max": "268435456\n"})
@@ -112,7 +116,7 @@ func TestFakeMemory(t *testing.T) {
 	if err := os.Remove(filepath.Join(g.Path(), "memory.peak")); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := g.Memory(); err != nil || m.Peak != 0 || m.Current != 1234567 {
+	if m, err := g.Memory(); err != nil || m.Peak != 0 || m.Current != 2345678 {
 		t.Errorf("without memory.peak: Memory = %+v, %v", m, err)
 	}
 

@@ -72,6 +72,7 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	if err := g.empty(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	g.t.kept.forget(g.path)
 	if err := removeTree(g.path); err != nil {
 		return nil, fmt.Errorf("cgroup %s: cannot make it afresh: %w", g.path, err)
 	}
@@ -293,6 +294,7 @@ func (g *Group) Remove() error {
 		}
 		return err
 	}
+	g.t.kept.forget(g.path)
 	if err := removeTree(g.path); err != nil {
 		return fmt.Errorf("cgroup %s: remove: %w", g.path, err)
 	}

@@ -566,3 +566,54 @@ func TestRealSetupAuto(t *testing.T) {
 		t.Errorf("second Setup's Names = %v, %v", names, err)
 	}
 }
+
+// The descriptors kept for MemoryCurrent read the file anew each time,
+// and survive their group being made afresh behind the Tree's back (by a
+// second daemon's Prepare, or by hand). cgroup.freeze stands in for
+// memory.current, absent without the memory controller.
+func TestRealKeptFile(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("kept-0")
+	f, err := g.Prepare(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	read := func() string {
+		t.Helper()
+		var buf [32]byte
+		b, err := tr.kept.read(g.Path(), "cgroup.freeze", buf[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read(); got != "0\n" {
+		t.Errorf("cgroup.freeze = %q", got)
+	}
+	if err := writeFile(filepath.Join(g.Path(), "cgroup.freeze"), "1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "1\n" {
+		t.Errorf("after freezing: cgroup.freeze = %q", got)
+	}
+	if err := unix.Rmdir(g.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkdir(g.Path(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "0\n" {
+		t.Errorf("a group made afresh: cgroup.freeze = %q", got)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	var buf [32]byte
+	if _, err := tr.kept.read(g.Path(), "cgroup.freeze", buf[:]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a removed group's file: %v", err)
+	}
+	if len(tr.kept.fds) != 0 {
+		t.Errorf("%d descriptors kept after Remove", len(tr.kept.fds))
+	}
+}
