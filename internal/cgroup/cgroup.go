@@ -70,11 +70,41 @@ func SetupAt(mode, id, mountinfo, selfCgroup string) (*Tree, string, error) {
 	case program.CgroupOff:
 		return nil, `cgroup = "off"`, nil
 	case program.CgroupAuto, "":
+		if why := cloneIntoCgroup(); why != "" {
+			return nil, why, nil
+		}
 		t, why := setupAuto(id, mountinfo, selfCgroup)
 		return t, why, nil
 	}
+	if why := cloneIntoCgroup(); why != "" {
+		return nil, "", badConfig("%s", why)
+	}
 	t, err := setupDir(mode, mountinfo)
 	return t, "", err
+}
+
+// cloneIntoCgroup says why this kernel cannot place a child in a group at
+// fork (clone3 CLONE_INTO_CGROUP came in Linux 5.7), or "".
+func cloneIntoCgroup() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "" // let the fork say
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	if !kernelAtLeast(rel, 5, 7) {
+		return "Linux " + rel + " cannot place a process in a cgroup at fork (clone3 CLONE_INTO_CGROUP needs 5.7)"
+	}
+	return ""
+}
+
+// kernelAtLeast compares a release such as "6.18.44-fc" with major.minor;
+// one it cannot read passes.
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return true
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // Path returns the directory holding the instance groups.

@@ -233,3 +233,14 @@ func FuzzParseProcs(f *testing.F) {
 		}
 	})
 }
+
+func TestKernelAtLeast(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"6.18.44-fc-v1098": true, "5.7.0": true, "5.6.19-generic": false, "4.19.0": false,
+		"5.10": true, "10.0.1": true, "weird": true,
+	} {
+		if got := kernelAtLeast(rel, 5, 7); got != want {
+			t.Errorf("kernelAtLeast(%q, 5, 7) = %v", rel, got)
+		}
+	}
+}
