@@ -34,9 +34,10 @@ import (
 
 // Tree reads the process tree of a run led by a pid (package proctree).
 type Tree interface {
-	// Sample returns the run's members, how they were found (tracking) and
-	// their summed RSS; a sample younger than maxAge may be reused.
-	Sample(leader int, maxAge time.Duration) ([]program.Process, string, int64)
+	// Members returns the run's members, how they were found (tracking),
+	// their summed RSS and whether the list is truncated; a sample younger
+	// than maxAge may be reused.
+	Members(leader int, maxAge time.Duration) program.Members
 	// Forget drops what is kept for a run that ended.
 	Forget(leader int)
 }
@@ -115,13 +116,23 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 		entries: map[string]*entry{}, agents: map[string]*entry{}, due: map[*entry]struct{}{}}
 }
 
-// derive is Derive plus the run's process tree.
+// derive is Derive plus the run's processes: from the snapshot's Members
+// (its cgroup) when it has them, else from the leader's process tree.
 func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
 	st := Derive(s, now)
-	if b.tree != nil && st.PID != nil {
-		procs, tracking, rss := b.tree.Sample(*st.PID, maxAge)
-		if len(procs) > 0 {
-			st.Processes, st.Tracking, st.RSSBytes = procs, tracking, rss
+	if st.PID == nil {
+		return st
+	}
+	switch {
+	case s.Members != nil:
+		m := s.Members(maxAge)
+		if len(m.Procs) > 0 {
+			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
+			st.PeakRSS = max(st.PeakRSS, m.Peak)
+		}
+	case b.tree != nil:
+		if m := b.tree.Members(*st.PID, maxAge); len(m.Procs) > 0 {
+			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
 		}
 	}
 	return st

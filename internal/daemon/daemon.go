@@ -21,6 +21,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/broker"
+	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/metrics"
@@ -93,6 +94,9 @@ type daemon struct {
 	once          chanOnce
 	printer       chan struct{} // closed when the event printer has caught up and ended
 	tls           *tls.Config   // HTTPS for daemon.http, from tls_cert/tls_key; nil = plain HTTP
+	cgroups       *cgroup.Tree  // the runs' cgroups; nil when runs are tracked by process group and tree
+	tracking      string        // program.TrackingCgroup or TrackingGroup, for the daemon started event
+	trackingWhy   string        // why not cgroups, or what they lack
 }
 
 func start(cfg *program.Config, opts Options) (*daemon, error) {
@@ -121,6 +125,10 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
+	if err := d.setupCgroups(); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	d.log, err = events.Open(events.Options{Dir: filepath.Join(sd, "audit"), Retention: cfg.Daemon.AuditRetention})
 	if err != nil {
 		lock.Close()
@@ -143,7 +151,8 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, Capture: d.capture, NotifyDir: filepath.Join(sd, "notify"),
+		Rand: rand.Float64, Capture: d.capture, NotifyDir: filepath.Join(sd, "notify"), ShortDir: shortDir(sd),
+		Cgroups: d.cgroups,
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
 		Record:   d.record,
@@ -179,7 +188,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
-	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
+	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid(), Tracking: d.tracking, TrackingWhy: d.trackingWhy}})
 	_, errs := d.mgr.AddAll(d.cfg.Programs)
 	for i, err := range errs {
 		if err != nil {
@@ -187,6 +196,7 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}
 	d.settleAdoptions()
+	d.removeStaleGroups()
 	go func() { // the fleet starts a few at a time while this loop serves
 		if d.mgr.WaitStarted(ctx) == nil {
 			d.started.Store(true)
@@ -235,6 +245,9 @@ func (d *daemon) stop() error {
 	}
 	d.api.Close()
 	d.reaper.Stop()
+	if d.cgroups != nil {
+		d.cgroups.Close()
+	}
 	d.log.Close()
 	os.Remove(filepath.Join(d.cfg.Daemon.StateDir, SocketName))
 	d.lock.Close()

@@ -409,3 +409,28 @@ func TestFakeOnlyMonitoredRunsHoldFiles(t *testing.T) {
 		t.Errorf("a monitored run holds %d fds, want 10", got-fds)
 	}
 }
+
+// A fork bomb's tree is capped: the status lists MaxMembers processes and
+// says it is truncated, and the tracker holds no file for the rest.
+func TestFakeForkBombIsTruncated(t *testing.T) {
+	f, tr := newFake(t)
+	f.add(ps{pid: 100, ppid: fakeSelf, pgid: 100, sid: 100, cmd: "bomb"})
+	var kids []int
+	for i := 0; i < MaxMembers+50; i++ {
+		pid := 1000 + i
+		f.add(ps{pid: pid, ppid: 100, pgid: 100, sid: 100, cmd: "bomb"})
+		kids = append(kids, pid)
+	}
+	f.children(100, 100, kids...)
+	m := tr.Members(100, 0)
+	if len(m.Procs) != MaxMembers || !m.Truncated {
+		t.Fatalf("%d processes listed, truncated %v; want %d and true", len(m.Procs), m.Truncated, MaxMembers)
+	}
+	for _, pid := range kids[10:] {
+		f.exit(pid)
+	}
+	f.children(100, 100, kids[:10]...)
+	if m := tr.Members(100, 0); len(m.Procs) != 11 || m.Truncated {
+		t.Fatalf("after the bomb: %d processes, truncated %v", len(m.Procs), m.Truncated)
+	}
+}

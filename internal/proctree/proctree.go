@@ -74,6 +74,7 @@ type run struct {
 	rss      int64
 	// monitored: sampled through Monitor, so its files stay open.
 	monitored bool
+	truncated bool // the last walk met more than MaxMembers
 }
 
 // member is one process of a run, with its /proc files held open.
@@ -142,6 +143,16 @@ func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Proc
 	return t.sample(leader, maxAge, false)
 }
 
+// Members is Sample as the broker reads it: with Truncated set when the run
+// has more than MaxMembers processes (only that many are listed).
+func (t *Tracker) Members(leader int, maxAge time.Duration) program.Members {
+	procs, tracking, rss := t.Sample(leader, maxAge)
+	t.mu.Lock()
+	truncated := t.runs[leader] != nil && t.runs[leader].truncated
+	t.mu.Unlock()
+	return program.Members{Procs: procs, Tracking: tracking, RSS: rss, Truncated: truncated}
+}
+
 // Monitor samples the run led by leader afresh for its summed RSS, as the
 // memory watchdog does every second: the run's files stay open between
 // calls, so a steady tree costs a pread per file.
@@ -206,6 +217,7 @@ func (t *Tracker) forgetLocked(r *run) {
 // when the leader is gone.
 func (t *Tracker) walkLocked(r *run, now time.Time) bool {
 	t.gen++
+	r.truncated = false
 	t.queue = t.queue[:0]
 	if !t.reachLocked(r, r.leader, 0) {
 		return false
@@ -255,6 +267,10 @@ func (t *Tracker) reachLocked(r *run, pid, parent int) bool {
 		m = nil
 	}
 	if m == nil {
+		if len(r.members) >= MaxMembers {
+			r.truncated = true // a fork bomb: not one more file to hold
+			return false
+		}
 		if m = t.openLocked(pid); m == nil {
 			return false
 		}

@@ -153,6 +153,11 @@ type (
 		Phase string `json:"phase"`
 		PID   int    `json:"pid,omitempty"`
 		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
+		// With PhaseStarted: how runs are tracked (TrackingCgroup, or
+		// TrackingGroup when cgroups are not used) and why, or what the
+		// cgroups lack (SPEC 5, 12).
+		Tracking    string `json:"tracking,omitempty"`
+		TrackingWhy string `json:"tracking_why,omitempty"`
 	}
 )
 

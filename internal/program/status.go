@@ -24,7 +24,8 @@ const (
 
 // Process tracking modes.
 const (
-	TrackingGroup = "group"
+	TrackingCgroup = "cgroup" // the members of the run's cgroup (SPEC 12)
+	TrackingGroup  = "group"
 	TrackingTree  = "tree"
 	TrackingNone  = "none"
 )
@@ -96,6 +97,7 @@ type Status struct {
 	PeakRSS     int64     `json:"peak_rss_bytes"` // highest tree RSS sampled in this run
 	Wedge       *Wedge    `json:"wedge"`          // the wedge watchdog's finding in this run, or null
 	Processes   []Process `json:"processes"`
+	Truncated   bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
 	Tracking    string    `json:"tracking"`
 	ComputedAt  Time      `json:"computed_at"`
 }
@@ -114,6 +116,19 @@ type Snapshot struct {
 	LastOutput func() time.Time // when the instance last wrote output
 	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
 	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (SPEC 13)
+	// Members, when set, reads the run's processes (its cgroup's, with
+	// cgroups); a sample younger than maxAge may be reused. Nil: the broker
+	// finds them by the leader's process tree.
+	Members func(maxAge time.Duration) Members
+}
+
+// Members is a sample of a run's processes.
+type Members struct {
+	Procs     []Process
+	Tracking  string // TrackingCgroup, TrackingGroup, TrackingTree
+	RSS       int64  // what the run holds: memory.current with the memory controller, else the members' sum
+	Peak      int64  // memory.peak where the kernel keeps it, else 0
+	Truncated bool   // Procs holds only the first of too many
 }
 
 // DefaultTurnIdleAfter is turn_idle_after's default (SPEC 2).

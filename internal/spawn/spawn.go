@@ -84,6 +84,10 @@ type Request struct {
 	Env   []string // from Env, plus per-run additions
 	Out   *Output
 	Owner reaper.Owner // gets the run's exit from the reaper
+	// Cgroup, when set, is the directory of the cgroup the run is placed
+	// in at fork (clone3 CLONE_INTO_CGROUP), so that no process of it ever
+	// runs outside. The caller keeps and closes it.
+	Cgroup *os.File
 }
 
 var (
@@ -129,6 +133,9 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		// stop signals reach the whole group, the process tree can be found
 		// by session, and no terminal signal of tend's reaches it.
 		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
+	}
+	if req.Cgroup != nil {
+		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(req.Cgroup.Fd())
 	}
 	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, req.Owner, true)
 	// The child has its copies; EOF comes when it and its heirs close theirs.

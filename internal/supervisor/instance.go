@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
@@ -33,6 +34,10 @@ type Deps struct {
 	// a path past sun_path's 107 bytes, or a run of another user, who
 	// cannot enter the 0700 state directory.
 	NotifyDir, ShortDir string
+	// Cgroups is the daemon's cgroup tree: each instance gets a group in
+	// it (SPEC 12). Nil: no cgroups, runs are tracked by process group and
+	// tree.
+	Cgroups *cgroup.Tree
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
 	Record   func(id string, pid, run int, started time.Time)
@@ -48,6 +53,9 @@ type Tree interface {
 	// Monitor returns the run's summed RSS, sampled afresh; it is called
 	// every second for each max_rss run.
 	Monitor(leader int) int64
+	// Describe reads the processes pids (a cgroup's members), at most
+	// proctree.MaxMembers of them; truncated says some were left out.
+	Describe(pids []int) (procs []program.Process, rss int64, truncated bool)
 	// Signal sends sig to the run's members outside its process group
 	// (fresh while the leader lives, else as last seen); see proctree.
 	Signal(leader int, sig syscall.Signal) int
@@ -80,6 +88,7 @@ type run struct {
 	intent    restart.Intent // what tend meant, if it is ending this run
 	signalled bool           // stop_signal sent; the escalation timer is armed
 	turnWait  time.Time      // an operator stop waits for the agent's turn to end until then
+	reaped    *reaper.Status // the leader was collected; with cgroups the run ends once its group is empty
 }
 
 // Instance supervises one instance of a program. Its fields below the
@@ -111,7 +120,8 @@ type Instance struct {
 	adopted   bool      // took over a run of an earlier daemon at creation
 	woke      time.Time // when the reaper woke for the exit being handled
 
-	health // notify messages, readiness, the wedge and memory watchdogs
+	health      // notify messages, readiness, the wedge and memory watchdogs
+	containment // the instance's cgroup
 }
 
 func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
@@ -125,6 +135,7 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 		state: program.StateStopped,
 	}
 	in.initHealth()
+	in.initContainment()
 	return in
 }
 
@@ -150,6 +161,8 @@ func (in *Instance) loop() {
 			in.onExit(st)
 		case <-in.wakeC():
 			in.onWake()
+		case <-in.emptiedC():
+			in.onEmptied()
 		case <-in.noteC():
 			in.onNotes()
 		case <-in.tickC():
@@ -171,6 +184,7 @@ func (in *Instance) loop() {
 	}
 	in.closeHealth()
 	in.out.Close()
+	in.removeGroup()
 	in.releaseWaiters()
 }
 
@@ -261,6 +275,8 @@ func (in *Instance) onWake() {
 	case in.spawnDue:
 		in.spawnDue = false
 		in.spawn()
+	case in.cur != nil && in.cur.reaped != nil:
+		in.recheckDrain()
 	case in.cur != nil && in.cur.signalled:
 		// Grace is over. Signal only reaches this run if it is still
 		// unreaped, never a run spawned since.
@@ -354,15 +370,24 @@ func (in *Instance) waitSlot() bool {
 	}
 }
 
-// startRun opens the run's notify socket and starts it.
+// startRun opens the run's notify socket, makes its cgroup ready and
+// starts it in there.
 func (in *Instance) startRun() (int, error) {
 	if err := in.openNotify(); err != nil {
 		return 0, err
 	}
+	cg, err := in.prepareGroup()
+	if err != nil {
+		in.closeNotify()
+		return 0, err
+	}
 	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
-		Spec: in.spec, Env: in.runEnv(), Out: in.out,
+		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg,
 		Owner: func(s reaper.Status) { in.exits <- s },
 	})
+	if cg != nil {
+		cg.Close()
+	}
 	if err != nil {
 		in.closeNotify()
 	}
@@ -371,16 +396,24 @@ func (in *Instance) startRun() (int, error) {
 
 func (in *Instance) onExit(st reaper.Status) {
 	r := in.cur
-	if r == nil || r.pid != st.PID {
+	if r == nil || r.pid != st.PID || r.reaped != nil {
 		return // cannot happen: the reaper routes only this instance's runs
 	}
+	if in.drain(st) {
+		in.finish(st)
+	}
+}
+
+// finish ends the run whose leader st is, and whose processes are all gone.
+func (in *Instance) finish(st reaper.Status) {
+	r := in.cur
 	in.cur = nil
 	in.record()
 	in.disarm()
 	in.stopHealth()
 	in.closeNotify()
 	in.sweep(st.PID)
-	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now()}
+	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
 	if st.Adopted {
 		ex.Unknown = true
 	} else if st.Wait.Signaled() {
@@ -467,19 +500,8 @@ func (in *Instance) report() {
 		}
 	}
 	in.reportHealth(&st)
-	snap.Status, snap.Turn = st, in.turnReport()
+	snap.Status, snap.Turn, snap.Members = st, in.turnReport(), in.membersFunc()
 	in.deps.Update(snap)
-}
-
-// signalRun sends sig to the run led by pid: without cgroups first the
-// members that left its process group (setsid), found by a walk of its tree
-// while the leader still holds it together, then the group itself through
-// the reaper (which holds the pid while it is unreaped).
-func (in *Instance) signalRun(pid int, sig syscall.Signal) {
-	if in.deps.Tree != nil {
-		in.deps.Tree.Signal(pid, sig)
-	}
-	_ = in.deps.Reaper.Signal(pid, sig, true)
 }
 
 // sweep ends what an ended run left behind outside its group (the reaper
@@ -487,8 +509,8 @@ func (in *Instance) signalRun(pid int, sig syscall.Signal) {
 // tree, and orphans that reached tend, as subreaper, carrying this
 // instance's TEND_ID. Nothing accumulates across restarts.
 func (in *Instance) sweep(pid int) {
-	if in.deps.Tree == nil {
-		return
+	if in.deps.Tree == nil || in.group != nil {
+		return // with cgroups the group was emptied
 	}
 	in.deps.Tree.Signal(pid, syscall.SIGKILL)
 	in.deps.Reaper.SignalUnowned(func(orphan int) bool { return proctree.OwnedBy("/proc", orphan, in.id) })

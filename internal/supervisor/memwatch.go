@@ -85,7 +85,7 @@ func (w *memWatch) sample() {
 			seen.pid = pid
 			m.peak.Store(0)
 		}
-		rss := w.tree.Monitor(pid)
+		rss := in.memSample(pid)
 		m.rss.Store(rss)
 		if rss > m.peak.Load() {
 			m.peak.Store(rss)

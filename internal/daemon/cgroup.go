@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/tend-sh/tend/internal/cgroup"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
+)
+
+// setupCgroups decides, once, whether runs get cgroups (SPEC 12): a
+// daemon.cgroup directory that cannot be used is a config error (exit 2),
+// auto falls back to process groups and trees and says why. A program with
+// memory_max needs the memory controller: without it the limit could not be
+// enforced, which is a config error rather than a limit silently ignored.
+func (d *daemon) setupCgroups() error {
+	tree, why, err := cgroup.Setup(d.cfg.Daemon.Cgroup, statedir.ID(d.cfg.Daemon.StateDir))
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.cfg.File, err)
+	}
+	d.cgroups = tree
+	d.tracking, d.trackingWhy = program.TrackingGroup, why
+	if tree != nil {
+		d.tracking, d.trackingWhy = program.TrackingCgroup, tree.Why()
+	}
+	return d.checkMemoryMax(d.cfg.Programs)
+}
+
+// checkMemoryMax refuses programs whose memory_max cannot be enforced here.
+func (d *daemon) checkMemoryMax(specs []program.Spec) error {
+	var bad []string
+	for _, s := range specs {
+		if s.MemoryMax > 0 && (d.cgroups == nil || !d.cgroups.HasMemory()) {
+			bad = append(bad, fmt.Sprintf("%s: program.%s.memory_max: cannot be enforced here: %s", d.cfg.File, s.Name, d.memoryWhy()))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", program.ErrBadConfig, strings.Join(bad, "\n"))
+	}
+	return nil
+}
+
+// memoryWhy says why there is no memory controller for the runs.
+func (d *daemon) memoryWhy() string {
+	if d.cgroups == nil {
+		return "runs get no cgroup (" + d.trackingWhy + ")"
+	}
+	if d.trackingWhy != "" {
+		return d.trackingWhy
+	}
+	return "the memory controller is not enabled for tend's cgroups"
+}
+
+// removeStaleGroups empties and removes the groups of instances this
+// daemon does not have (removed from the config while no daemon ran, or
+// scaled down): a restarted daemon finds its tree again, its runs' groups
+// among them.
+func (d *daemon) removeStaleGroups() {
+	if d.cgroups == nil {
+		return
+	}
+	names, err := d.cgroups.Names()
+	if err != nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, id := range d.mgr.IDs() {
+		name, k, _ := program.SplitID(id)
+		have[name+"-"+strconv.Itoa(k)] = true
+	}
+	for _, n := range names {
+		if !have[n] {
+			if err := d.cgroups.Group(n).Remove(); err != nil {
+				d.note("cgroup: %v", err)
+			}
+		}
+	}
+}
+
+// shortDir is the private directory with a short path for the notify
+// sockets that cannot live in the state directory (statedir.Runtime), or ""
+// when it cannot be had (they then stay in the state directory).
+func shortDir(stateDir string) string {
+	d, err := statedir.Runtime(statedir.ID(stateDir), os.Geteuid() == 0)
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	return d.Path()
+}

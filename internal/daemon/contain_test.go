@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// Containment (SPEC 12), against the real cgroup2 hierarchy where this
+// machine has one (as root, a directory handed to tend as daemon.cgroup),
+// and in the fallback without cgroups.
+
+// cgroupDir returns a fresh directory inside a cgroup2 mount for
+// daemon.cgroup, removed at the end, or skips saying why.
+func cgroupDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root (CI is root)")
+	}
+	mount := cgroup2Mount()
+	if mount == "" {
+		dir := t.TempDir()
+		if out, err := exec.Command("mount", "-t", "cgroup2", "none", dir).CombinedOutput(); err != nil {
+			t.Skipf("no cgroup2 mount, and mount -t cgroup2 failed: %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", dir).Run() })
+		mount = dir
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	dir := filepath.Join(mount, "tend-test-"+hex.EncodeToString(b))
+	t.Cleanup(func() { removeGroups(dir) })
+	return dir
+}
+
+// cgroup2Mount is where this machine mounts cgroup2, or "".
+func cgroup2Mount() string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
+				return fields[4]
+			}
+		}
+	}
+	return ""
+}
+
+// removeGroups removes dir and the groups in it, children first.
+func removeGroups(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			removeGroups(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(dir)
+}
+
+// cgroupProcs lists the processes in group dir.
+func cgroupProcs(dir string) []int {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func populated(dir string) bool {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	return bytes.Contains(b, []byte("populated 1"))
+}
+
+// withArgs lists the live processes whose command line is argv.
+func withArgs(argv ...string) []int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && string(b) == want && !zombie(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+}
+
+// leaker starts, in each run, a setsid'd child and a double-forked one,
+// then sleeps (or, with exit, ends after a moment).
+func leaker(mark string, exit bool) string {
+	tail := "exec sleep 100000"
+	if exit {
+		tail = "sleep 0.05; exit 1"
+	}
+	return fmt.Sprintf(`shell = "setsid sleep %s.1 & sh -c 'sleep %s.2 &'; %s"`, mark, mark, tail)
+}
+
+func escapees(mark string) []int {
+	return append(withArgs("sleep", mark+".1"), withArgs("sleep", mark+".2")...)
+}
+
+func markFor(t *testing.T) string {
+	return strconv.Itoa(10000 + int(uint32(os.Getpid()*31+len(t.Name())))%80000)
+}
+
+func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
+	cg := cgroupDir(t)
+	mark := markFor(t)
+	dir := t.TempDir()
+	c, stop := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nstop_grace = \"2s\"\n", cg, leaker(mark, false)))
+	group := filepath.Join(cg, "leak-0")
+	waitFor(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
+	members := cgroupProcs(group)
+	for _, pid := range append(escapees(mark), pidOf(t, c, "leak:0")) {
+		if !contains(members, pid) {
+			t.Errorf("pid %d is not in the run's group %v", pid, members)
+		}
+	}
+	if contains(members, os.Getpid()) {
+		t.Error("the daemon is in its run's group")
+	}
+	st, _ := c.Status("leak:0")
+	if st.Tracking != program.TrackingCgroup || len(st.Processes) != 3 {
+		t.Errorf("status tracking %q with %d processes, want cgroup and 3: %+v", st.Tracking, len(st.Processes), st.Processes)
+	}
+
+	// A restart leaves nothing of the old run.
+	old := escapees(mark)
+	if _, err := c.Restart("leak"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new run's escapees", func() bool {
+		now := escapees(mark)
+		return len(now) == 2 && !contains(now, old[0]) && !contains(now, old[1])
+	})
+	for _, pid := range old {
+		if !zombie(pid) {
+			t.Errorf("the old run's pid %d survived the restart", pid)
+		}
+	}
+
+	// So does a stop: nothing left, the group empty.
+	if _, err := c.Stop("leak"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
+	if populated(group) || len(escapees(mark)) != 0 {
+		t.Errorf("after stop: group populated %v, escapees %v", populated(group), escapees(mark))
+	}
+	if _, err := c.Start("leak"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a run again", func() bool { return len(escapees(mark)) == 2 })
+	stop()
+	if ents, _ := os.ReadDir(cg); len(ents) > 0 {
+		for _, e := range ents {
+			if e.IsDir() && populated(filepath.Join(cg, e.Name())) {
+				t.Errorf("tend down left group %s populated", e.Name())
+			}
+		}
+	}
+	if n := escapees(mark); len(n) != 0 {
+		t.Errorf("tend down left %v", n)
+	}
+}
+
+func TestCgroupAHundredEndsOfALeakerLeaveNothing(t *testing.T) {
+	cg := cgroupDir(t)
+	mark := markFor(t)
+	dir := t.TempDir()
+	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", cg, leaker(mark, true)))
+	waitFor(t, "a hundred runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 100 })
+	// Each run's leader exits on its own; its group is killed as it does.
+	if n := len(escapees(mark)); n > 2 {
+		t.Fatalf("%d escapees alive after a hundred runs; at most the current run's 2", n)
+	}
+}
+
+func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
+	// Without cgroups, an ended run's setsid'd and double-forked processes
+	// reach tend as subreaper carrying the run's TEND_ID, and are ended.
+	mark := markFor(t)
+	dir := t.TempDir()
+	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = \"off\"\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", leaker(mark, true)))
+	waitFor(t, "fifty runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 50 })
+	if n := len(escapees(mark)); n > 2 {
+		t.Fatalf("%d escapees alive after fifty runs without cgroups; at most the current run's 2", n)
+	}
+	st, _ := c.Status("leak:0")
+	if st.Tracking == program.TrackingCgroup {
+		t.Errorf("cgroup = \"off\" gave tracking %q", st.Tracking)
+	}
+	evs, _ := c.Events(0)
+	for _, e := range evs {
+		if d, ok := e.Data.(*program.DaemonPhase); ok && d.Phase == program.PhaseStarted {
+			if d.Tracking != program.TrackingGroup || !strings.Contains(d.TrackingWhy, "off") {
+				t.Errorf("daemon started says tracking %q (%q)", d.Tracking, d.TrackingWhy)
+			}
+		}
+	}
+}
+
+func TestCgroupBadDirectoryIsAConfigError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tend.toml")
+	os.WriteFile(path, []byte("[daemon]\ncgroup = \""+dir+"/not-a-cgroup\"\n[program.w]\ncommand = [\"true\"]\n"), 0o600)
+	err := Run(t.Context(), Options{ConfigPath: path})
+	if err == nil || !strings.Contains(err.Error(), "daemon.cgroup") || !isBadConfig(err) {
+		t.Fatalf("Run: %v, want a config error naming daemon.cgroup", err)
+	}
+}
+
+func TestMemoryMaxWithoutAMemoryControllerIsAConfigError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tend.toml")
+	os.WriteFile(path, []byte("[daemon]\ncgroup = \"off\"\n[program.w]\ncommand = [\"true\"]\nmemory_max = \"1GiB\"\n"), 0o600)
+	err := Run(t.Context(), Options{ConfigPath: path})
+	if err == nil || !strings.Contains(err.Error(), "program.w.memory_max: cannot be enforced") || !isBadConfig(err) {
+		t.Fatalf("Run: %v, want a config error naming program.w.memory_max", err)
+	}
+}
+
+func pidOf(t *testing.T, c *client.Client, id string) int {
+	t.Helper()
+	st, err := c.Status(id)
+	if err != nil || st.PID == nil {
+		t.Fatalf("%s: %+v %v", id, st, err)
+	}
+	return *st.PID
+}
+
+func contains(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func isBadConfig(err error) bool { return errors.Is(err, program.ErrBadConfig) }

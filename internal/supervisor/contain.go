@@ -1,0 +1,249 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tend-sh/tend/internal/cgroup"
+	"github.com/tend-sh/tend/internal/proctree"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/reaper"
+)
+
+// Containment (SPEC 12): a run is every process it starts. With cgroups
+// each instance has a group of its own, NAME-K below the daemon's tree: a
+// run is placed in it at fork, a stop signals every member and kills the
+// group after stop_grace, and a run has ended only once its group is empty
+// (the leader's exit kills the rest first). Without cgroups the process
+// group is signalled, and the members that left it are found by the tree
+// (signalRun, sweep).
+
+// containment is an instance's cgroup, if it has one. Its fields are the
+// loop's, except those the watcher and the broker reach (noted).
+type containment struct {
+	group   *cgroup.Group // nil without cgroups
+	emptied chan struct{} // capacity 1: the group became empty (from the watcher)
+	unwatch func()        // ends the watch of a draining run
+	drains  int           // re-kills of the draining run's group so far
+	members *memberCache  // the broker's samples of the group's processes
+}
+
+// initContainment gives the instance its group, when the daemon has cgroups.
+func (in *Instance) initContainment() {
+	t := in.deps.Cgroups
+	if t == nil {
+		return
+	}
+	in.group = t.Group(in.spec.Name + "-" + strconv.Itoa(in.k))
+	in.emptied = make(chan struct{}, 1)
+	in.members = &memberCache{g: in.group, tree: t, describe: in.deps.Tree}
+}
+
+// prepareGroup makes the run's group ready and returns the directory to
+// fork into, or nil without cgroups. A group that cannot be made is the
+// daemon's problem, not the program's (the daemon_resources rule).
+func (in *Instance) prepareGroup() (*os.File, error) {
+	if in.group == nil {
+		return nil, nil
+	}
+	in.members.reset()
+	f, err := in.group.Prepare(in.spec.MemoryMax)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", program.ErrResources, err)
+	}
+	return f, nil
+}
+
+// signalRun sends sig to the run led by pid. With cgroups: to every member
+// of its group (its pid is the leader's, held by the reaper while unreaped,
+// and the group holds this run alone). Without: first the members that left
+// its process group (setsid), found by a walk of its tree while the leader
+// still holds it together, then the group itself through the reaper.
+func (in *Instance) signalRun(pid int, sig syscall.Signal) {
+	if in.group != nil {
+		if sig == syscall.SIGKILL {
+			_ = in.group.Kill()
+		} else {
+			_, _ = in.group.Signal(sig)
+		}
+		return
+	}
+	if in.deps.Tree != nil {
+		in.deps.Tree.Signal(pid, sig)
+	}
+	_ = in.deps.Reaper.Signal(pid, sig, true)
+}
+
+// drain is the end of a run whose leader the reaper collected: with
+// cgroups the rest of the group is killed, and the run counts as ended once
+// the group is empty (reported by the watcher, never polled); true if that
+// is now. Without cgroups it is now.
+func (in *Instance) drain(st reaper.Status) bool {
+	if in.group == nil {
+		return true
+	}
+	in.cur.reaped = &st
+	in.stopHealth() // the run is over but for its stragglers: no watchdog looks at it
+	_ = in.group.Kill()
+	if in.unwatch == nil {
+		stop, err := in.group.Watch(func(populated bool) {
+			if !populated {
+				select {
+				case in.emptied <- struct{}{}:
+				default:
+				}
+			}
+		})
+		if err == nil {
+			in.unwatch = stop
+		}
+	}
+	// Read after the watch is set: an emptying before it is seen here,
+	// one after it is reported.
+	if p, err := in.group.Populated(); err != nil || !p {
+		in.stopDrain()
+		return true
+	}
+	in.arm(drainCheck) // in case the kernel's notice is lost: kill again, look again
+	return false
+}
+
+// drainCheck bounds a wait for a group to empty before it is killed again;
+// drainTries such waits and the run counts as ended anyway (and says so).
+const (
+	drainCheck = 2 * time.Second
+	drainTries = 5
+)
+
+func (in *Instance) emptiedC() <-chan struct{} { return in.emptied }
+
+// onEmptied finishes the draining run once its group is empty.
+func (in *Instance) onEmptied() {
+	if r := in.cur; r != nil && r.reaped != nil {
+		if p, err := in.group.Populated(); err == nil && p {
+			return // a stale notice: the group filled again (it cannot, but look)
+		}
+		in.stopDrain()
+		in.finish(*r.reaped)
+	}
+}
+
+// recheckDrain is the drain's bound: kill again, or give up waiting.
+func (in *Instance) recheckDrain() {
+	r := in.cur
+	p, err := in.group.Populated()
+	if err == nil && p && in.drains < drainTries {
+		in.drains++
+		_ = in.group.Kill()
+		in.arm(drainCheck)
+		return
+	}
+	if err == nil && p {
+		pids, _ := in.group.Procs()
+		in.out.Note(fmt.Sprintf("%d processes of the ended run are still in %s after cgroup.kill: %v", len(pids), in.group.Path(), pids))
+	}
+	in.stopDrain()
+	in.finish(*r.reaped)
+}
+
+func (in *Instance) stopDrain() {
+	if in.unwatch != nil {
+		in.unwatch()
+		in.unwatch = nil
+	}
+	in.drains = 0
+	select { // a notice of this drain must not end the next
+	case <-in.emptied:
+	default:
+	}
+}
+
+// oomKilled reports whether the kernel's OOM killer ended a process of the
+// run that just drained (its group's memory.events; Prepare made the group
+// afresh for the run, so any count is the run's).
+func (in *Instance) oomKilled() bool {
+	if in.group == nil || !in.deps.Cgroups.HasMemory() {
+		return false
+	}
+	m, err := in.group.Memory()
+	return err == nil && m.OOMKills > 0
+}
+
+// removeGroup removes the instance's group as it goes away.
+func (in *Instance) removeGroup() {
+	if in.group != nil {
+		if err := in.group.Remove(); err != nil {
+			in.out.Note("cannot remove " + in.group.Path() + ": " + err.Error())
+		}
+	}
+}
+
+// memSample is the run's memory for the memory watchdog: its group's
+// memory.current with the memory controller (one read, no walk), else its
+// members' RSS (by the group's list, or by the tree). Called from the
+// memory watchdog's goroutine: it reads only what does not change.
+func (in *Instance) memSample(pid int) int64 {
+	switch {
+	case in.group != nil && in.deps.Cgroups.HasMemory():
+		n, _ := in.group.MemoryCurrent()
+		return n
+	case in.group != nil:
+		return in.members.sample(0).RSS
+	}
+	return in.deps.Tree.Monitor(pid)
+}
+
+// membersFunc is the snapshot's Members: the group's processes with
+// cgroups, nil (the broker walks the tree) without.
+func (in *Instance) membersFunc() func(time.Duration) program.Members {
+	if in.members == nil {
+		return nil
+	}
+	return in.members.sample
+}
+
+// memberCache keeps the last sample of a group's processes for the broker,
+// whose listings may reuse a sample up to a second old: a list of ten
+// thousand instances must not read ten thousand groups each time.
+type memberCache struct {
+	g        *cgroup.Group
+	tree     *cgroup.Tree
+	describe Tree
+
+	mu   sync.Mutex // guards at and last
+	at   time.Time
+	last program.Members
+}
+
+func (c *memberCache) reset() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+// sample reads the group's members, or reuses a sample younger than maxAge.
+func (c *memberCache) sample(maxAge time.Duration) program.Members {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if maxAge > 0 && !c.at.IsZero() && now.Sub(c.at) < maxAge {
+		return c.last
+	}
+	m := program.Members{Tracking: program.TrackingCgroup}
+	if pids, err := c.g.Procs(); err == nil && c.describe != nil {
+		m.Procs, m.RSS, m.Truncated = c.describe.Describe(pids)
+	}
+	if c.tree.HasMemory() {
+		if mem, err := c.g.Memory(); err == nil {
+			m.RSS, m.Peak = mem.Current, mem.Peak
+		}
+	}
+	c.at, c.last = now, m
+	return m
+}
+
+var _ Tree = (*proctree.Tracker)(nil)
