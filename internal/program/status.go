@@ -26,8 +26,8 @@ const (
 const (
 	TrackingCgroup = "cgroup" // the members of the run's cgroup (SPEC 12)
 	TrackingGroup  = "group"
-	TrackingTree  = "tree"
-	TrackingNone  = "none"
+	TrackingTree   = "tree"
+	TrackingNone   = "none"
 )
 
 // Restarts counts the ends of runs that were followed by a restart, by cause.
