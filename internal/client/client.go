@@ -72,12 +72,17 @@ func (c *Client) Health() (version string, err error) {
 
 // List returns every instance's status (only agents with agentsOnly).
 func (c *Client) List(agentsOnly bool) ([]program.Status, error) {
+	return c.ListContext(context.Background(), agentsOnly)
+}
+
+// ListContext is List bounded by ctx.
+func (c *Client) ListContext(ctx context.Context, agentsOnly bool) ([]program.Status, error) {
 	q := url.Values{}
 	if agentsOnly {
 		q.Set("agents", "1")
 	}
 	var out []program.Status
-	return out, c.call(context.Background(), "GET", "/v1/status", q, nil, &out)
+	return out, c.call(ctx, "GET", "/v1/status", q, nil, &out)
 }
 
 // Table returns the ps table as the daemon renders it
@@ -119,6 +124,12 @@ func (c *Client) Status(id string) (program.Status, error) {
 	return out, c.call(context.Background(), "GET", "/v1/status/"+url.PathEscape(id), nil, nil, &out)
 }
 
+// StatusJSON returns GET /v1/status/{sel}'s answer undecoded: an object
+// for "name:k", an array for a bare name or "all".
+func (c *Client) StatusJSON(sel string) ([]byte, error) {
+	return c.raw("/v1/status/"+url.PathEscape(sel), nil)
+}
+
 // Statuses returns the statuses of what sel names: one for "name:k", every
 // instance of a bare name, every instance for "all".
 func (c *Client) Statuses(sel string) ([]program.Status, error) {
@@ -146,23 +157,6 @@ func (c *Client) Add(body map[string]any) ([]string, error) {
 // Remove stops every instance of a program and forgets it.
 func (c *Client) Remove(name string) error {
 	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), nil, nil, nil)
-}
-
-// Start starts what sel names ("all", "name", "name:k"); it returns the ids.
-func (c *Client) Start(sel string) ([]string, error) { return c.act(sel, "start") }
-
-// Stop stops what sel names and returns the ids once they have stopped.
-func (c *Client) Stop(sel string) ([]string, error) { return c.act(sel, "stop") }
-
-// Restart restarts what sel names; it returns the ids.
-func (c *Client) Restart(sel string) ([]string, error) { return c.act(sel, "restart") }
-
-func (c *Client) act(sel, verb string) ([]string, error) {
-	var out struct {
-		IDs []string `json:"ids"`
-	}
-	err := c.call(context.Background(), "POST", "/v1/programs/"+url.PathEscape(sel)+"/"+verb, nil, nil, &out)
-	return out.IDs, err
 }
 
 // Reload makes the daemon re-read its config file. A config with errors is
