@@ -102,7 +102,9 @@ func (e *env) addCompletions(root *cobra.Command) {
 		}
 	}
 	if wait, _, err := root.Find([]string{"wait"}); err == nil {
-		err := wait.RegisterFlagCompletionFunc("until", cobra.FixedCompletions(waitTargets(), cobra.ShellCompDirectiveNoFileComp))
+		err := wait.RegisterFlagCompletionFunc("until", func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return slices.DeleteFunc(waitTargets(), func(s string) bool { return !strings.HasPrefix(s, prefix) }), cobra.ShellCompDirectiveNoFileComp
+		})
 		if err != nil {
 			panic(fmt.Sprintf("completion of wait --until: %v", err)) // a programming error
 		}

@@ -65,8 +65,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func (e *env) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "tend",
-		Short:         "tend supervises fleets of AI agents and job workers",
+		Use:   "tend",
+		Short: "tend supervises fleets of AI agents and job workers",
 		Long: `tend supervises fleets of AI agents and job workers: tend up runs the daemon,
 which starts the programs of its config file and keeps them running.
 

@@ -44,7 +44,7 @@ func TestSocketDiscovery(t *testing.T) {
 	ok("start", "web", "--no-wait", "-c", "other.toml", "--socket", "st/tend.sock") // --socket wins over -c
 
 	t.Setenv("TEND_SOCKET", filepath.Join(dir, "st", "tend.sock"))
-	ok("start", "web", "--no-wait")  // $TEND_SOCKET wins over ./tend.toml
+	ok("start", "web", "--no-wait")    // $TEND_SOCKET wins over ./tend.toml
 	noDaemon("ps", "-c", "other.toml") // -c wins over $TEND_SOCKET
 	t.Setenv("TEND_CONFIG", "other.toml")
 	ok("start", "web", "--no-wait") // $TEND_SOCKET wins over $TEND_CONFIG
