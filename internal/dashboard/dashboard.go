@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,9 +39,10 @@ type file struct {
 	etag string
 }
 
-// files are the assets by URL name ("index.html", "app.js", ...), built at
-// init and read-only after.
-var files = load()
+// files are the assets by URL name ("index.html", "app.js", ...), built
+// on first use and read-only after: not at init, which every tend exec
+// runs, CLI verbs included.
+var files = sync.OnceValue(load)
 
 func load() map[string]file {
 	out := map[string]file{}
@@ -76,7 +78,7 @@ func Handler() http.Handler {
 			}
 			name = rest
 		}
-		f, ok := files[name]
+		f, ok := files()[name]
 		if !ok {
 			notFound(w)
 			return
