@@ -94,6 +94,9 @@ func (e *env) completeFromDaemon(prefix string, ids bool) []cobra.Completion {
 // verbs whose argument is an id or a program name ask the daemon.
 func (e *env) addCompletions(root *cobra.Command) {
 	for _, cmd := range root.Commands() {
+		if cmd.ValidArgsFunction != nil {
+			continue // the verb completes its own
+		}
 		switch cmd.Name() {
 		case "status", "start", "stop", "restart", "wait", "logs":
 			cmd.ValidArgsFunction = e.completeIDs
