@@ -2,6 +2,10 @@
 // lives in internal/cli; the daemon (tend up) handles its own signals.
 package main
 
+// The man pages are generated from the command tree (a test checks that
+// the committed ones match it).
+//go:generate go run . man ../../docs/man
+
 import (
 	"context"
 	"os"

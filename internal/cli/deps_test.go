@@ -96,3 +96,47 @@ func fileImports(t *testing.T, file, path string) bool {
 	}
 	return false
 }
+
+// TestCLIPathDeps checks what every verb but up and init links: walking the
+// imports from this package, past daemon and initproc, reaches only the
+// client, the vocabulary, human and config of tend, and of other modules
+// only cobra, pflag, go-toml and x/sys. (The binary still links the daemon
+// for up; this keeps the rest from growing into it, since every linked
+// package's init runs on each exec.)
+func TestCLIPathDeps(t *testing.T) {
+	ours := map[string]bool{}
+	others := map[string]bool{}
+	var walk func(dir string, top bool)
+	walk = func(dir string, top bool) {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range pkg.Imports {
+			rel, ok := strings.CutPrefix(imp, module)
+			switch {
+			case ok && top && (rel == "internal/daemon" || rel == "internal/initproc"):
+			case ok && !ours[rel]:
+				ours[rel] = true
+				walk(filepath.Join("..", "..", rel), false)
+			case !ok && strings.Contains(strings.Split(imp, "/")[0], "."):
+				others[imp] = true
+			}
+		}
+	}
+	walk(".", true)
+	var got []string
+	for p := range ours {
+		got = append(got, p)
+	}
+	slices.Sort(got)
+	if want := []string{"internal/client", "internal/config", "internal/human", "internal/program"}; !slices.Equal(got, want) {
+		t.Errorf("the CLI's verbs reach %v of tend; want only %v", got, want)
+	}
+	for imp := range others {
+		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/"},
+			func(p string) bool { return strings.HasPrefix(imp, p) }) {
+			t.Errorf("the CLI's verbs import %s", imp)
+		}
+	}
+}

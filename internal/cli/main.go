@@ -65,8 +65,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func (e *env) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "tend",
-		Short:         "tend supervises fleets of AI agents and job workers",
+		Use:   "tend",
+		Short: "tend supervises fleets of AI agents and job workers",
+		Long: `tend supervises fleets of AI agents and job workers: tend up runs the daemon,
+which starts the programs of its config file and keeps them running.
+
+Every other verb talks to that daemon through state_dir/tend.sock, found from,
+in this order: --socket, -c, $TEND_SOCKET, $TEND_CONFIG, then the nearest
+tend.toml in the current directory or a parent (as git and compose find theirs).
+An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
@@ -80,15 +87,17 @@ func (e *env) rootCmd() *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVarP(&e.config, "config", "c", "", "the config file (TOML or Procfile); finds the daemon's socket")
-	pf.StringVar(&e.socket, "socket", "", "the daemon's socket (default: $TEND_SOCKET, else from the config)")
+	pf.StringVarP(&e.config, "config", "c", "", "the config `FILE` (TOML or Procfile); the daemon's socket is in its state_dir")
+	pf.StringVar(&e.socket, "socket", "", "the daemon's socket `PATH` (default: from -c, $TEND_SOCKET, $TEND_CONFIG or the nearest tend.toml)")
 	root.AddCommand(
 		e.upCmd(), e.psCmd(), e.statusCmd(),
 		e.startCmd(), e.stopCmd(), e.restartCmd(),
 		e.addCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
 		e.reloadCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
-		e.waitCmd(), e.doctorCmd(), e.initCmd(),
+		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
+		e.completionCmd(), e.manCmd(),
 	)
+	e.addCompletions(root)
 	return root
 }
 
@@ -122,7 +131,10 @@ func (e *env) report(cmd *cobra.Command, err error) int {
 	}
 	var ce configError
 	var ue usageError
+	var af actFailed
 	switch {
+	case errors.As(err, &af):
+		fmt.Fprint(e.stderr, af.lines())
 	case errors.As(err, &ce):
 		fmt.Fprintln(e.stderr, strings.TrimRight(ce.msg, "\n"))
 	case errors.As(err, &ue):

@@ -31,13 +31,7 @@ func (e *env) psCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var out bytes.Buffer
-				if err := json.Indent(&out, bytes.TrimSpace(raw), "", "  "); err != nil {
-					return fmt.Errorf("reading the daemon's listing: %w", err)
-				}
-				out.WriteByte('\n')
-				_, err = e.stdout.Write(out.Bytes())
-				return err
+				return writeIndented(e.stdout, raw)
 			}
 			table, err := c.Table(agents, termWidth(e.stdout))
 			if err != nil {
@@ -64,6 +58,18 @@ func termWidth(w io.Writer) int {
 		}
 	}
 	return 120
+}
+
+// writeIndented writes the daemon's JSON answer raw indented, with a final
+// newline, as writeJSON would write it decoded.
+func writeIndented(w io.Writer, raw []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return fmt.Errorf("reading the daemon's answer: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
 }
 
 // writeJSON writes v indented, with a final newline.

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -8,29 +11,68 @@ import (
 )
 
 // defaultConfig is the config file up reads, and the one other verbs look
-// for to find the socket, when -c is not given.
+// for to find the socket, when neither -c nor $TEND_CONFIG names one.
 const defaultConfig = "tend.toml"
 
-// socketPath finds the daemon's socket: --socket, else $TEND_SOCKET, else
-// the state dir of the config named by -c, else of ./tend.toml if it
-// exists, else .tend/tend.sock (the default state dir).
+// socketPath finds the daemon's socket in SPEC 8's order: --socket, the
+// state dir of the config -c names, $TEND_SOCKET, the state dir of
+// $TEND_CONFIG's config, then of the nearest tend.toml in the current
+// directory or a parent (as git and compose find theirs). When nothing
+// names a daemon, the error says where it looked (exit 4).
 func (e *env) socketPath() (string, error) {
 	if e.socket != "" {
 		return e.socket, nil
 	}
+	if e.config != "" {
+		return socketFromConfig(e.config)
+	}
 	if s := os.Getenv("TEND_SOCKET"); s != "" {
 		return s, nil
 	}
-	cfg := e.config
-	if cfg == "" {
-		if _, err := os.Stat(defaultConfig); err == nil {
-			cfg = defaultConfig
+	path, err := findConfig()
+	if err != nil {
+		return "", err
+	}
+	return socketFromConfig(path)
+}
+
+// findConfig is the config file named by $TEND_CONFIG, else the nearest
+// tend.toml upwards. (-c is the caller's to check first.)
+func findConfig() (string, error) {
+	if s := os.Getenv("TEND_CONFIG"); s != "" {
+		return s, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("%w: finding %s: %v", client.ErrNoDaemon, defaultConfig, err)
+	}
+	if path, ok := nearest(wd, defaultConfig); ok {
+		return path, nil
+	}
+	return "", fmt.Errorf("%w: no %s in %s or any parent, and none of --socket, -c, $TEND_SOCKET, $TEND_CONFIG given",
+		client.ErrNoDaemon, defaultConfig, wd)
+}
+
+// nearest is the path of name in dir or its closest ancestor that has one.
+// A path made relative to the working directory reads better in messages,
+// so one in dir itself is just name.
+func nearest(dir, name string) (string, bool) {
+	for d := dir; ; {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			if d == dir {
+				return name, true
+			}
+			return p, true
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			return p, true // there but unreadable: loading it says why
 		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", false
+		}
+		d = parent
 	}
-	if cfg != "" {
-		return socketFromConfig(cfg)
-	}
-	return filepath.Join(".tend", "tend.sock"), nil
 }
 
 // client returns a client of the daemon found by socketPath.

@@ -1,38 +1,11 @@
 package cli
 
-import (
-	"fmt"
-
-	"github.com/spf13/cobra"
-)
+import "github.com/spf13/cobra"
 
 func (e *env) startCmd() *cobra.Command {
-	return e.actionCmd("start", "start what ID names (all, NAME or NAME:K)",
-		func(e *env, sel string) ([]string, error) {
-			c, err := e.client()
-			if err != nil {
-				return nil, err
-			}
-			return c.Start(sel)
-		})
-}
-
-// actionCmd is an operator action on an id: start, stop or restart. It
-// prints the ids acted on, one a line.
-func (e *env) actionCmd(verb, short string, do func(e *env, sel string) ([]string, error)) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " ID",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			ids, err := do(e, args[0])
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				fmt.Fprintln(e.stdout, id)
-			}
-			return nil
-		}),
-	}
+	cmd, _ := e.actionCmd("start", "start what ID names and wait until it runs",
+		"Start one instance (NAME:K), every instance of a program (NAME) or the fleet (all), and\n"+
+			"wait until each is running (and ready, with ready = \"notify\") or has failed. Prints one\n"+
+			"line per instance; exit 1, with the why on stderr, if any did not get there.")
+	return cmd
 }

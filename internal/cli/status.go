@@ -25,18 +25,21 @@ func (e *env) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if jsonOut {
+				// The daemon's answer is already the object (or array)
+				// to print: indent it, do not decode it.
+				raw, err := c.StatusJSON(args[0])
+				if err != nil {
+					return err
+				}
+				return writeIndented(e.stdout, raw)
+			}
 			list, err := c.Statuses(args[0])
 			if err != nil {
 				return err
 			}
 			if _, _, one := program.SplitID(args[0]); one {
-				if jsonOut {
-					return writeJSON(e.stdout, list[0])
-				}
 				return writeStatus(e.stdout, &list[0])
-			}
-			if jsonOut {
-				return writeJSON(e.stdout, list)
 			}
 			for i := range list {
 				if i > 0 {

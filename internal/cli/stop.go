@@ -3,12 +3,11 @@ package cli
 import "github.com/spf13/cobra"
 
 func (e *env) stopCmd() *cobra.Command {
-	return e.actionCmd("stop", "stop what ID names and wait until it has stopped",
-		func(e *env, sel string) ([]string, error) {
-			c, err := e.client()
-			if err != nil {
-				return nil, err
-			}
-			return c.Stop(sel)
-		})
+	cmd, f := e.actionCmd("stop", "stop what ID names and wait until it has stopped",
+		"Stop one instance (NAME:K), every instance of a program (NAME) or the fleet (all), and\n"+
+			"wait until every process of each is gone. An agent in a turn is given its turn_grace\n"+
+			"first; --now skips that wait (and ends one under way).")
+	cmd.Use = "stop ID|NAME|all [--now] [--no-wait] [--timeout D]"
+	cmd.Flags().BoolVar(&f.now, "now", false, "do not wait for an agent's turn to end (turn_grace)")
+	return cmd
 }

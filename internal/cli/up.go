@@ -16,13 +16,17 @@ func (e *env) upCmd() *cobra.Command {
 		Use:   "up [-c FILE] [--json]",
 		Short: "run the daemon in the foreground",
 		Long: `Run the daemon in the foreground: start every program of the config file
-(default tend.toml) and keep them running, printing events on stderr, until
-SIGTERM, SIGINT or tend down.`,
+and keep them running, printing events on stderr, until SIGTERM, SIGINT or
+tend down. The config file is -c FILE, else $TEND_CONFIG, else the nearest
+tend.toml in the current directory or a parent.`,
 		Args: cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			path := e.config
 			if path == "" {
-				path = defaultConfig
+				var err error
+				if path, err = findConfig(); err != nil {
+					path = defaultConfig // the loader's "no such file" says it best
+				}
 			}
 			err := daemon.Run(e.ctx, daemon.Options{
 				ConfigPath: path,

@@ -159,9 +159,9 @@ func TestStatus(t *testing.T) {
 func TestActions(t *testing.T) {
 	d := startDaemon(t)
 	d.fleet()
-	d.tend(t, "start", "web").want(t, 0, "web:0\nweb:1\n")
-	d.tend(t, "stop", "web:1").want(t, 0, "web:1\n")
-	d.tend(t, "restart", "all").want(t, 0, "planner:0\nweb:0\nweb:1\n")
+	d.tend(t, "start", "web", "--no-wait").want(t, 0, "web:0\nweb:1\n")
+	d.tend(t, "stop", "web:1", "--no-wait").want(t, 0, "web:1\n")
+	d.tend(t, "restart", "all", "--no-wait").want(t, 0, "planner:0\nweb:0\nweb:1\n")
 	if calls := d.b.Calls(); !slices.Equal(calls, []string{"start web", "stop web:1", "restart all"}) {
 		t.Errorf("calls = %v", calls)
 	}
@@ -170,7 +170,12 @@ func TestActions(t *testing.T) {
 		d.tend(t, verb, "web:9").wantErr(t, 3, "no such program or instance")
 		d.tend(t, verb, "Bad!").wantErr(t, 3, "bad id")
 		d.tend(t, verb).wantErr(t, 2, "accepts 1 arg")
+		d.tend(t, verb, "web", "--no-wait", "--timeout", "1s").wantErr(t, 2, "--no-wait cannot go with")
+		d.tend(t, verb, "web", "--timeout", "-1s").wantErr(t, 2, "--timeout")
 	}
+	d.tend(t, "start", "web", "--now").wantErr(t, 2, "unknown flag: --now")
+	d.tend(t, "stop", "web", "--rolling").wantErr(t, 2, "unknown flag: --rolling")
+	d.tend(t, "restart", "web", "--rolling", "--no-wait").wantErr(t, 2, "--no-wait cannot go with")
 }
 
 func TestAdd(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,47 +13,65 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// waitTargets are what --until accepts: a state or a lifecycle.
-var waitTargets = []string{
-	program.StateStarting, program.StateRunning, program.StateBackoff, program.StateStopping,
-	program.StateStopped, program.StateExited, program.StateFatal,
-	program.LifecycleIdle, program.LifecycleDone, program.LifecycleError,
+// states and lifecycles are what --until accepts.
+var (
+	states = []string{
+		program.StateStarting, program.StateRunning, program.StateBackoff, program.StateStopping,
+		program.StateStopped, program.StateExited, program.StateFatal,
+	}
+	lifecycles = []string{
+		program.LifecycleRunning, program.LifecycleIdle, program.LifecycleDone, program.LifecycleError,
+	}
+)
+
+// waitTargets lists states and lifecycles once each ("running" is both).
+func waitTargets() []string {
+	out := slices.Clone(states)
+	for _, l := range lifecycles {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (e *env) waitCmd() *cobra.Command {
 	var until string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "wait ID --until STATE_OR_LIFECYCLE [--timeout D]",
-		Short: "block until an instance (or every instance of a program) reaches a state or lifecycle",
+		Use:   "wait ID|NAME|all --until STATE_OR_LIFECYCLE [--timeout D]",
+		Short: "block until an instance (or every instance of a program, or all) reaches a state or lifecycle",
 		Long: "Blocks until ID is in the given state (starting, running, backoff, stopping, stopped,\n" +
-			"exited, fatal) or lifecycle (running, idle, done, error); exit 1 on timeout, 3 for an\n" +
-			"unknown id. A daemon that is not up yet is waited for too.",
+			"exited, fatal) or lifecycle (running, idle, done, error); for NAME or all, every instance\n" +
+			"must get there. Exit 1 on timeout, naming the instances that did not; 3 for an unknown\n" +
+			"id. A daemon that is not up yet is waited for too.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(waitTargets, until) {
-				return usageError{fmt.Errorf("--until %q: want one of %v", until, waitTargets)}
+			if !slices.Contains(waitTargets(), until) {
+				return usageError{fmt.Errorf("--until %q: want one of %v", until, waitTargets())}
 			}
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			return waitUntil(c, args[0], until, time.Now().Add(timeout))
+			return waitUntil(c, args[0], until, timeout)
 		}),
 	}
-	cmd.Flags().StringVar(&until, "until", "", "the state or lifecycle to wait for (required)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long (exit 1)")
+	cmd.Flags().StringVar(&until, "until", "", "the `STATE_OR_LIFECYCLE` to wait for (required)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after `D` (exit 1)")
 	_ = cmd.MarkFlagRequired("until")
 	return cmd
 }
 
 // waitUntil polls the daemon every 50 ms: cheap on the unix socket, and it
-// also rides out a daemon that is still starting.
-func waitUntil(c *client.Client, sel, until string, deadline time.Time) error {
+// also rides out a daemon that is still starting. Every instance sel names
+// must get there; on timeout the error names the ones that did not.
+func waitUntil(c *client.Client, sel, until string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		done, err := reached(c, sel, until)
+		behind, err := behind(c, sel, until)
 		switch {
-		case done:
+		case err == nil && len(behind) == 0:
 			return nil
 		case err != nil && !errors.Is(err, client.ErrNoDaemon):
 			return err
@@ -60,41 +79,30 @@ func waitUntil(c *client.Client, sel, until string, deadline time.Time) error {
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("timed out waiting for %s to be %s", sel, until)
+			return fmt.Errorf("timed out after %s waiting for %s to be %s: %s", timeout, sel, until, strings.Join(behind, ", "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// reached reports whether every instance sel names is in the target.
-func reached(c *client.Client, sel, until string) (bool, error) {
-	if _, _, ok := program.SplitID(sel); ok {
-		st, err := c.Status(sel)
-		return err == nil && matches(&st, until), err
-	}
-	s, err := program.ParseSelector(sel)
+// behind lists the instances sel names that are not in the target yet, as
+// "ID (STATE)" (or "ID (LIFECYCLE)" when until is a lifecycle).
+func behind(c *client.Client, sel, until string) ([]string, error) {
+	list, err := c.Statuses(sel)
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", program.ErrNotFound, err)
+		return nil, err
 	}
-	list, err := c.List(false)
-	if err != nil {
-		return false, err
-	}
-	n := 0
+	var out []string
 	for i := range list {
-		if s.All || list[i].Program == s.Program {
-			n++
-			if !matches(&list[i], until) {
-				return false, nil
-			}
+		st := &list[i]
+		if st.State == until || st.Lifecycle == until {
+			continue
 		}
+		now := st.State
+		if slices.Contains(lifecycles, until) && !slices.Contains(states, until) {
+			now = st.Lifecycle
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", st.ID, now))
 	}
-	if n == 0 && !s.All {
-		return false, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
-	}
-	return true, nil
-}
-
-func matches(st *program.Status, until string) bool {
-	return st.State == until || st.Lifecycle == until
+	return out, nil
 }

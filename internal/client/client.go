@@ -8,16 +8,12 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -42,46 +38,15 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
 }
 
-// dialError is a failure to connect to the socket.
-type dialError struct {
-	path string
-	err  error
-}
-
-func (e *dialError) Error() string {
-	msg := e.err.Error()
-	var se *os.SyscallError
-	if errors.As(e.err, &se) {
-		msg = se.Error() // "connect: no such file or directory", without the path twice
-	}
-	return fmt.Sprintf("%s at %s (%s)", ErrNoDaemon, e.path, msg)
-}
-
-func (e *dialError) Unwrap() []error { return []error{ErrNoDaemon, e.err} }
-
-// Client talks to one daemon. It is safe for concurrent use.
+// Client talks to one daemon. It is safe for concurrent use: it holds no
+// connection between requests (see roundTrip).
 type Client struct {
 	socket string
-	hc     *http.Client
 }
 
 // New returns a Client of the daemon listening on socketPath. It does not
 // connect until a method is called.
-func New(socketPath string) *Client {
-	c := &Client{socket: socketPath}
-	c.hc = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, "unix", socketPath)
-			if err != nil {
-				return nil, &dialError{socketPath, err}
-			}
-			return conn, nil
-		},
-		MaxIdleConnsPerHost: 4,
-	}}
-	return c
-}
+func New(socketPath string) *Client { return &Client{socket: socketPath} }
 
 // Socket is the path the client dials.
 func (c *Client) Socket() string { return c.socket }
@@ -107,12 +72,17 @@ func (c *Client) Health() (version string, err error) {
 
 // List returns every instance's status (only agents with agentsOnly).
 func (c *Client) List(agentsOnly bool) ([]program.Status, error) {
+	return c.ListContext(context.Background(), agentsOnly)
+}
+
+// ListContext is List bounded by ctx.
+func (c *Client) ListContext(ctx context.Context, agentsOnly bool) ([]program.Status, error) {
 	q := url.Values{}
 	if agentsOnly {
 		q.Set("agents", "1")
 	}
 	var out []program.Status
-	return out, c.call(context.Background(), "GET", "/v1/status", q, nil, &out)
+	return out, c.call(ctx, "GET", "/v1/status", q, nil, &out)
 }
 
 // Table returns the ps table as the daemon renders it
@@ -154,6 +124,12 @@ func (c *Client) Status(id string) (program.Status, error) {
 	return out, c.call(context.Background(), "GET", "/v1/status/"+url.PathEscape(id), nil, nil, &out)
 }
 
+// StatusJSON returns GET /v1/status/{sel}'s answer undecoded: an object
+// for "name:k", an array for a bare name or "all".
+func (c *Client) StatusJSON(sel string) ([]byte, error) {
+	return c.raw("/v1/status/"+url.PathEscape(sel), nil)
+}
+
 // Statuses returns the statuses of what sel names: one for "name:k", every
 // instance of a bare name, every instance for "all".
 func (c *Client) Statuses(sel string) ([]program.Status, error) {
@@ -181,23 +157,6 @@ func (c *Client) Add(body map[string]any) ([]string, error) {
 // Remove stops every instance of a program and forgets it.
 func (c *Client) Remove(name string) error {
 	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), nil, nil, nil)
-}
-
-// Start starts what sel names ("all", "name", "name:k"); it returns the ids.
-func (c *Client) Start(sel string) ([]string, error) { return c.act(sel, "start") }
-
-// Stop stops what sel names and returns the ids once they have stopped.
-func (c *Client) Stop(sel string) ([]string, error) { return c.act(sel, "stop") }
-
-// Restart restarts what sel names; it returns the ids.
-func (c *Client) Restart(sel string) ([]string, error) { return c.act(sel, "restart") }
-
-func (c *Client) act(sel, verb string) ([]string, error) {
-	var out struct {
-		IDs []string `json:"ids"`
-	}
-	err := c.call(context.Background(), "POST", "/v1/programs/"+url.PathEscape(sel)+"/"+verb, nil, nil, &out)
-	return out.IDs, err
 }
 
 // Reload makes the daemon re-read its config file. A config with errors is
@@ -253,78 +212,6 @@ func (c *Client) EventsMatching(since uint64, f EventFilter) ([]program.Event, e
 		}
 		since = page[len(page)-1].Seq
 	}
-}
-
-// call sends a request with an optional JSON body and decodes a JSON answer
-// into out (if not nil).
-func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	resp, err := c.do(ctx, method, path, q, rd, http.Header{"Accept": {"application/json"}})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if out == nil {
-		io.Copy(io.Discard, resp.Body) // lets the connection be reused
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("reading %s %s answer: %w", method, path, err)
-	}
-	return nil
-}
-
-// do sends a request and returns a 2xx response; anything else becomes an
-// *APIError, and a failure to connect the *dialError.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, h http.Header) (*http.Response, error) {
-	u := "http://tend" + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var de *dialError
-		if errors.As(err, &de) {
-			return nil, de
-		}
-		return nil, err
-	}
-	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
-		return nil, readAPIError(resp)
-	}
-	return resp, nil
-}
-
-// readAPIError turns an error answer into an *APIError, taking the message
-// from a JSON {"error": ...} body or else the body's text.
-func readAPIError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var body struct {
-		Error string `json:"error"`
-	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &body) == nil && body.Error != "" {
-		msg = body.Error
-	}
-	return &APIError{Status: resp.StatusCode, Message: msg}
 }
 
 // Doctor returns the daemon's summary of the audit log over the last since.

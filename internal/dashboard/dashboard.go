@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,9 +40,10 @@ type file struct {
 	etag string
 }
 
-// files are the assets by URL name ("index.html", "app.js", ...), built at
-// init and read-only after.
-var files = load()
+// files are the assets by URL name ("index.html", "app.js", ...), built
+// on first use and read-only after: not at init, which every tend exec
+// runs, CLI verbs included.
+var files = sync.OnceValue(load)
 
 func load() map[string]file {
 	out := map[string]file{}
@@ -77,7 +79,7 @@ func Handler() http.Handler {
 			}
 			name = rest
 		}
-		f, ok := files[name]
+		f, ok := files()[name]
 		if !ok {
 			notFound(w)
 			return

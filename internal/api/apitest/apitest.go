@@ -30,16 +30,34 @@ type Backend struct {
 	ReloadErr    error
 	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
 	OnShutdown func()
+	// WaitDelay is how long an action with Wait takes to be done; a
+	// context that ends first (?timeout=D) leaves every instance in Failed.
+	WaitDelay time.Duration
 
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
 	calls    []string                  // "start worker", "stop all", ...
 	logs     map[string]*logfile.Log   // by instance id, made on first use
+	fail     map[string]string         // instance id -> why its start fails
+	nextPID  int                       // the pid of the next fake run
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
 func NewBackend(logDir string) *Backend {
-	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}}
+	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000}
+}
+
+// FailStart makes every later start (or restart) of instance id fail with
+// why: the instance ends in backoff, and an action with Wait lists it in
+// Failed. An empty why clears it.
+func (b *Backend) FailStart(id, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if why == "" {
+		delete(b.fail, id)
+		return
+	}
+	b.fail[id] = why
 }
 
 // Put adds or replaces the status of one instance.
@@ -132,31 +150,44 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 
 // Start implements api.Backend.
 func (b *Backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.act("start", sel, opts)
+	return b.act(ctx, "start", sel, opts)
 }
 
 // Stop implements api.Backend.
 func (b *Backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.act("stop", sel, opts)
+	return b.act(ctx, "stop", sel, opts)
 }
 
 // Restart implements api.Backend.
 func (b *Backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.act("restart", sel, opts)
+	return b.act(ctx, "restart", sel, opts)
 }
 
-// Scale implements api.Backend: it records the call and answers the ids
-// the program would have.
+// Scale implements api.Backend: it records the call, adds running
+// instances up to n and removes the ones from n on.
 func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
 	if _, err := b.resolve(name); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.calls = append(b.calls, fmt.Sprintf("scale %s %d", name, n))
-	b.mu.Unlock()
+	var proto program.Status
+	for id, st := range b.statuses {
+		if st.Program == name {
+			proto = st
+			if st.Instance >= n {
+				delete(b.statuses, id)
+			}
+		}
+	}
 	ids := make([]string, n)
 	for k := range ids {
 		ids[k] = program.InstanceID(name, k)
+		if _, ok := b.statuses[ids[k]]; !ok {
+			b.statuses[ids[k]] = program.Status{ID: ids[k], Program: name, Instance: k, Agent: proto.Agent, Tracking: program.TrackingNone}
+			b.doLocked("start", ids[k])
+		}
 	}
 	return ids, nil
 }
@@ -181,8 +212,11 @@ func (b *Backend) Readiness() program.Readiness {
 }
 
 // act records an operator action ("start worker", "restart all?wait") and
-// answers with the ids sel names (and, with Wait, their statuses).
-func (b *Backend) act(verb, sel string, opts program.ActOptions) (program.ActResult, error) {
+// does it at once: start makes each instance running with a new pid (or
+// backoff, for one set to FailStart), stop makes it stopped, restart both.
+// With Wait it first takes WaitDelay (or until ctx ends: then every
+// instance is in Failed), and answers the statuses and failures.
+func (b *Backend) act(ctx context.Context, verb, sel string, opts program.ActOptions) (program.ActResult, error) {
 	ids, err := b.resolve(sel)
 	if err != nil {
 		return program.ActResult{}, err
@@ -195,15 +229,55 @@ func (b *Backend) act(verb, sel string, opts program.ActOptions) (program.ActRes
 		call += "?now"
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.calls = append(b.calls, call)
+	b.mu.Unlock()
 	res := program.ActResult{IDs: ids}
-	if opts.Wait {
-		for _, id := range ids {
-			res.Statuses = append(res.Statuses, b.statuses[id])
+	if opts.Wait && b.WaitDelay > 0 {
+		t := time.NewTimer(b.WaitDelay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			for _, id := range ids {
+				res.Failed = append(res.Failed, program.ActFailure{ID: id, Why: "not done when the wait ended: " + ctx.Err().Error()})
+			}
+			return res, nil
+		case <-t.C:
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		why := b.doLocked(verb, id)
+		if !opts.Wait {
+			continue
+		}
+		res.Statuses = append(res.Statuses, b.statuses[id])
+		if why != "" {
+			res.Failed = append(res.Failed, program.ActFailure{ID: id, Why: why})
 		}
 	}
 	return res, nil
+}
+
+// doLocked moves one instance as verb asks; it returns why a start failed.
+func (b *Backend) doLocked(verb, id string) string {
+	st := b.statuses[id]
+	if verb == "stop" || verb == "restart" {
+		st.State, st.Lifecycle, st.PID, st.Ready, st.Why = program.StateStopped, program.LifecycleDone, nil, false, "stopped by the operator"
+	}
+	why := ""
+	if verb == "start" || verb == "restart" {
+		if why = b.fail[id]; why != "" {
+			st.State, st.Lifecycle, st.PID, st.Ready, st.Why = program.StateBackoff, program.LifecycleError, nil, false, why
+		} else {
+			b.nextPID++
+			pid := b.nextPID
+			st.State, st.Lifecycle, st.PID, st.Ready, st.Why = program.StateRunning, program.LifecycleRunning, &pid, true, "up 0s"
+			st.Run++
+		}
+	}
+	b.statuses[id] = st
+	return why
 }
 
 // resolve returns the ids sel names, sorted.
