@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,15 +53,15 @@ const (
 // arrives or a client asks it to stop. Config errors wrap
 // program.ErrBadConfig (exit 2); a held lock wraps ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
+	prepareProcess(opts)
 	cfg, defaults, err := config.LoadWithDefaults(opts.ConfigPath)
 	if err != nil {
 		return err
 	}
-	d, err := start(cfg, opts)
+	d, err := start(cfg, defaults, opts)
 	if err != nil {
 		return err
 	}
-	d.defaults.Store(defaults)
 	return d.serve(ctx)
 }
 
@@ -69,7 +70,9 @@ func Run(ctx context.Context, opts Options) error {
 type daemon struct {
 	cfg           *program.Config
 	opts          Options
-	lock          *os.File
+	state         *state // the state dir, its subdirs and the lock
+	kept          *kept  // programs added over the API, kept in programs.json
+	added         []program.Spec
 	log           *events.Log
 	reaper        *reaper.Reaper
 	broker        *broker.Broker
@@ -87,37 +90,31 @@ type daemon struct {
 	printer       chan struct{} // closed when the event printer has caught up and ended
 }
 
-func start(cfg *program.Config, opts Options) (*daemon, error) {
+func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemon, error) {
 	sd := cfg.Daemon.StateDir
-	// The state dir and the notify dir can be traversed (not listed) by
-	// others, so a program running as another user reaches its socket.
-	for dir, mode := range map[string]os.FileMode{sd: 0o711, filepath.Join(sd, "notify"): 0o711,
-		filepath.Join(sd, "logs"): 0o700, filepath.Join(sd, "audit"): 0o700, filepath.Join(sd, "fifo"): 0o700} {
-		if err := os.MkdirAll(dir, mode); err != nil {
-			return nil, fmt.Errorf("state_dir: %w", err)
-		}
-		if err := os.Chmod(dir, mode); err != nil {
-			return nil, fmt.Errorf("state_dir: %w", err)
-		}
-	}
 	sock := filepath.Join(sd, SocketName)
 	if len(sock) >= 108 {
 		return nil, fmt.Errorf("%w: %s: state_dir %s is too deep for a unix socket path (%d bytes, the limit is 107)", program.ErrBadConfig, cfg.File, sd, len(sock))
 	}
-	lock, err := acquireLock(filepath.Join(sd, lockName))
+	st, err := openState(cfg)
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{})}
-	d.log, err = events.Open(events.Options{Dir: filepath.Join(sd, "audit"), Retention: cfg.Daemon.AuditRetention})
-	if err != nil {
-		lock.Close()
+	d := &daemon{cfg: cfg, opts: opts, state: st, shutdown: make(chan struct{}), printer: make(chan struct{})}
+	d.defaults.Store(defaults)
+	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
+		st.Close()
 		return nil, err
+	}
+	d.log, err = events.Open(events.Options{Files: st.Audit, Retention: cfg.Daemon.AuditRetention, MaxSize: cfg.Daemon.AuditMaxSize})
+	if err != nil {
+		st.Close()
+		return nil, unsafeFile(err)
 	}
 	d.reaper = reaper.New()
 	if err := d.reaper.Start(cfg.Daemon.Subreaper || os.Getpid() == 1); err != nil {
 		d.log.Close()
-		lock.Close()
+		st.Close()
 		return nil, err
 	}
 	publish := func(e program.Event) { d.log.Publish(e) }
@@ -125,11 +122,17 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, LogDir: filepath.Join(sd, "logs"), NotifyDir: filepath.Join(sd, "notify"),
+		Rand: rand.Float64, LogDir: st.Logs.Path(), NotifyDir: st.Notify.Path(),
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
-		FIFODir:  filepath.Join(sd, "fifo"), Record: d.record,
+		FIFODir:  st.FIFO.Path(), Record: d.record,
 	}, d.broker.Forget)
+	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+		d.reaper.Stop()
+		d.log.Close()
+		st.Close()
+		return nil, err
+	}
 	d.trim = newTrimmer()
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke})
 	d.metrics = metrics.New(metrics.Source{
@@ -153,8 +156,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	d.openRuns() // before the API: an added program records its runs
-	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
+	sock := d.state.Root.Join(SocketName)
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
 	stopHTTP, err := d.serveHTTP()
@@ -163,10 +165,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	defer stopHTTP()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid()}})
-	_, errs := d.mgr.AddAll(d.cfg.Programs)
+	progs := slices.Concat(d.cfg.Programs, d.added) // the config's, then those added over the API
+	_, errs := d.mgr.AddAll(progs)
 	for i, err := range errs {
 		if err != nil {
-			d.note("adding %s: %v", d.cfg.Programs[i].Name, err)
+			d.note("adding %s: %v", progs[i].Name, err)
 		}
 	}
 	d.settleAdoptions()
@@ -212,8 +215,8 @@ func (d *daemon) stop() error {
 	d.api.Close()
 	d.reaper.Stop()
 	d.log.Close()
-	os.Remove(filepath.Join(d.cfg.Daemon.StateDir, SocketName))
-	d.lock.Close()
+	d.state.Root.Remove(SocketName)
+	d.state.Close()
 	return err
 }
 
