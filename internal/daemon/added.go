@@ -305,9 +305,9 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 }
 
 // removeProgram forgets a program and stops it. It is forgotten first, so
-// that a client that gives up waiting for the stop (a cancelled tend rm)
-// still finds it gone, and a daemon that dies meanwhile does not bring it
-// back.
+// that a daemon that dies meanwhile does not bring it back; and the removal
+// goes on when the client gives up waiting for the stop (a cancelled tend
+// rm), so the program still leaves the list once its runs have ended.
 func (d *daemon) removeProgram(ctx context.Context, name string) error {
 	d.reloadMu.Lock()
 	wasKept, err := d.kept.forget(name)
@@ -315,7 +315,17 @@ func (d *daemon) removeProgram(ctx context.Context, name string) error {
 	if err != nil {
 		d.note("forgetting %s in %s: %v", name, d.state.Root.Join(programsName), err)
 	}
-	err = d.mgr.Remove(ctx, name)
+	done := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
+		defer cancel()
+		done <- d.mgr.Remove(rctx, name)
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if wasKept && errors.Is(err, program.ErrNotFound) {
 		return nil // kept aside, never started: forgetting was all
 	}

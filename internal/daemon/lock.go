@@ -21,7 +21,10 @@ import (
 func acquireLock(dir *statedir.Dir) (*os.File, error) {
 	f, err := dir.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock: %w", unsafeFile(err))
+		if u := unsafeFile(err); u != err {
+			return nil, u
+		}
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b := make([]byte, 32)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -67,8 +68,13 @@ func (s *state) Close() {
 // is a symlink or not a regular file into a one-line ErrUnsafe (exit 2);
 // other errors are returned as they are.
 func unsafeFile(err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, statedir.ErrNotRegular) {
-		return fmt.Errorf("%w: %v (tend never follows a symlink in its state directory; remove it)", statedir.ErrUnsafe, err)
+	var pe *fs.PathError
+	switch {
+	case !errors.As(err, &pe):
+	case errors.Is(err, unix.ELOOP):
+		return fmt.Errorf("%w: %s is a symlink, which tend never follows in its state directory; remove it", statedir.ErrUnsafe, pe.Path)
+	case errors.Is(err, statedir.ErrNotRegular):
+		return fmt.Errorf("%w: %s is not a regular file; remove it", statedir.ErrUnsafe, pe.Path)
 	}
 	return err
 }

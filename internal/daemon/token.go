@@ -44,7 +44,10 @@ func loadToken(dir *statedir.Dir) (string, error) {
 	}
 	f, err = dir.OpenFile(tokenName, os.O_RDONLY, 0)
 	if err != nil {
-		return "", fmt.Errorf("token: %w", unsafeFile(err))
+		if u := unsafeFile(err); u != err {
+			return "", u
+		}
+		return "", fmt.Errorf("token: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
