@@ -65,7 +65,28 @@ func killUp(t *testing.T, up interface{ Wait() error }, pid int, runs map[string
 			t.Fatalf("%s (pid %d) died with the daemon", id, p)
 		}
 		orphans[p] = true
+		// Should the test end before a daemon takes it over again.
+		ticks := startTicks(p)
+		t.Cleanup(func() {
+			if alive(p) && startTicks(p) == ticks {
+				syscall.Kill(p, syscall.SIGKILL)
+				waitUntil(t, "a leftover run to end", func() bool { return !alive(p) })
+			}
+		})
 	}
+}
+
+// startTicks is a process's start time (/proc/PID/stat field 22), so a
+// cleanup never signals a pid reused since.
+func startTicks(pid int) string {
+	b, _ := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i > 0 {
+		if f := strings.Fields(s[i+1:]); len(f) > 19 {
+			return f[19]
+		}
+	}
+	return ""
 }
 
 // unixHTTP is a plain HTTP client over the daemon's socket, for requests
@@ -214,10 +235,14 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 	if _, err := c.Add(map[string]any{"name": "gone", "command": []string{"sleep", "200001"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Add(map[string]any{"name": "slow", "shell": "trap '' TERM; while :; do sleep 1; done", "stop_grace": "5s"}); err != nil {
+	if _, err := c.Add(map[string]any{"name": "slow", "shell": "trap '' TERM; echo trapped; while :; do sleep 1; done", "stop_grace": "5s"}); err != nil {
 		t.Fatal(err)
 	}
 	waitRunning(t, c, "gone:0", "slow:0")
+	waitUntil(t, "slow to ignore SIGTERM", func() bool {
+		b, _ := os.ReadFile(filepath.Join(state, "logs", "slow-0.log"))
+		return strings.Contains(string(b), "trapped")
+	})
 	if got := keptNames(t, state); strings.Join(got, ",") != "gone,slow" {
 		t.Errorf("programs.json: %v", got)
 	}

@@ -23,6 +23,9 @@ func upExits(t *testing.T, tend, conf string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tend, "up", "-c", conf)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
+	// A daemon that started after all is stopped, runs and all.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
