@@ -233,9 +233,12 @@ func (f *File) Delete(id string) { f.change(entry{Record: Record{ID: id}, Gone: 
 func (f *File) DeleteRun(id string, pid int) {
 	f.mu.Lock()
 	r, ok := f.recs[id]
+	if ok && r.PID == pid {
+		f.changeLocked(entry{Record: Record{ID: id}, Gone: true})
+	}
 	f.mu.Unlock()
 	if ok && r.PID == pid {
-		f.change(entry{Record: Record{ID: id}, Gone: true})
+		f.touch()
 	}
 }
 
@@ -247,8 +250,14 @@ func (f *File) Records() []Record {
 }
 
 func (f *File) change(e entry) {
-	line, _ := json.Marshal(e)
 	f.mu.Lock()
+	f.changeLocked(e)
+	f.mu.Unlock()
+	f.touch()
+}
+
+func (f *File) changeLocked(e entry) {
+	line, _ := json.Marshal(e)
 	if e.Gone {
 		delete(f.recs, e.ID)
 	} else {
@@ -257,8 +266,6 @@ func (f *File) change(e entry) {
 	if f.journal != nil {
 		_, _ = f.journal.Write(append(line, '\n'))
 	}
-	f.mu.Unlock()
-	f.touch()
 }
 
 // Close writes the last state and stops the writer. It is idempotent.
