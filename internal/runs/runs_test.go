@@ -201,3 +201,22 @@ func TestFormatParsesBack(t *testing.T) {
 		t.Errorf("empty: %+v %v", got, err)
 	}
 }
+
+// TestTheJournalIsAppliedWhenRunsJSONCannotBeRead: runs.json replaced by
+// something that is not a file (here a FIFO, which must not block the
+// read either): set aside, and every record comes from the journal.
+func TestTheJournalIsAppliedWhenRunsJSONCannotBeRead(t *testing.T) {
+	d := openDir(t)
+	writeRecords(t, d, 2)
+	os.Remove(d.Join(FileName))
+	if err := d.Mkfifo(FileName, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := load(t, d)
+	if got := ids(l.Records); !slices.Equal(got, []string{"w:0", "w:1"}) || len(l.Problems) != 1 {
+		t.Errorf("records %v, problems %q", got, l.Problems)
+	}
+	if _, err := d.Lstat("runs.json.corrupt-20261202T090000Z"); err != nil {
+		t.Errorf("the FIFO was not set aside: %v", err)
+	}
+}
