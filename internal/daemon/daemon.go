@@ -70,9 +70,9 @@ func Run(ctx context.Context, opts Options) error {
 type daemon struct {
 	cfg           *program.Config
 	opts          Options
-	state         *state // the state dir, its subdirs and the lock
-	kept          *kept  // programs added over the API, kept in programs.json
-	added         []program.Spec
+	state         *state         // the state dir, its subdirs and the lock
+	kept          *kept          // programs added over the API, kept in programs.json
+	added         []program.Spec // those parsed at start, added after the config's
 	log           *events.Log
 	reaper        *reaper.Reaper
 	broker        *broker.Broker
