@@ -3,14 +3,16 @@
 // them leaks into a run, and its RLIMIT_NOFILE is raised to what the fleet
 // needs, while runs keep the limit tend itself was started with.
 //
-// Go itself raises the soft RLIMIT_NOFILE to the hard limit minus one when
-// a program starts, and syscall.ForkExec puts the original back in each
-// child, but only as long as nothing has changed the limit since: the first
-// Setrlimit or Prlimit of RLIMIT_NOFILE on the own process (syscall's or
-// x/sys/unix's) turns that off for good, and every child then inherits the
-// raised limit. So Raise changes the limit only when it must (the fleet
-// needs more than Go already gave), and then ForRuns reports the limit the
-// spawn path has to set in each run itself.
+// Go (1.21 and later; checked in 1.26's syscall/rlimit.go and
+// exec_linux.go) raises the soft RLIMIT_NOFILE to the hard limit minus one
+// when a program starts, and syscall.ForkExec puts the original back in
+// each child, but only while the limit is still exactly what Go set: any
+// syscall.Setrlimit of RLIMIT_NOFILE (x/sys/unix's calls it), even a failed
+// one, and any successful Prlimit of the own process, turns that off for
+// good, and every child then inherits the raised limit. So Raise changes
+// the limit only when it must (the fleet needs more than Go already gave),
+// through Prlimit, and then ForRuns reports the limit the spawn path has
+// to set in each run itself.
 package limits
 
 import (
@@ -101,8 +103,10 @@ func (r Result) Advice() string {
 
 // Raise makes room for need descriptors: the soft RLIMIT_NOFILE up to the
 // hard limit, and as root (with CAP_SYS_RESOURCE) both up to need, at most
-// fs.nr_open, as nginx and HAProxy do. It never lowers a limit. Before the
-// first change it records the limit runs must get (ForRuns).
+// fs.nr_open, as nginx and HAProxy do. It never lowers a limit, and leaves
+// it as it is when the fleet fits (or cannot be made to fit). Before the
+// first change it records the limit runs must get (ForRuns). Call it
+// before anything else waits for children: it may start one.
 func Raise(need uint64) (Result, error) {
 	var cur unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
@@ -114,9 +118,9 @@ func Raise(need uint64) (Result, error) {
 	}
 	// Go has set the soft limit to the hard one minus one (see the package
 	// doc); taking that last descriptor too would cost every run its
-	// original limit, so it is left unless the fleet needs it.
+	// original limit, so it is taken only when it makes the fleet fit.
 	soft := cur
-	if cur.Cur < cur.Max-1 || need > cur.Cur {
+	if cur.Cur < cur.Max-1 || (need > cur.Cur && need <= cur.Max) {
 		soft.Cur = cur.Max
 	}
 	want := soft
@@ -128,9 +132,12 @@ func Raise(need uint64) (Result, error) {
 		if try == cur {
 			return res, nil
 		}
-		recordOriginal(cur)
-		err := unix.Setrlimit(unix.RLIMIT_NOFILE, &try)
+		captureOriginal(cur)
+		// Prlimit on the own process, unlike Setrlimit, leaves Go's
+		// restore in children alone when it fails.
+		err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &try, nil)
 		if err == nil {
+			markChanged()
 			res.After, res.Changed = try, true
 			return res, nil
 		}
@@ -138,15 +145,16 @@ func Raise(need uint64) (Result, error) {
 			return res, fmt.Errorf("raising RLIMIT_NOFILE to %d: %w", try.Cur, err)
 		}
 		// Root without CAP_SYS_RESOURCE (a container): the hard limit
-		// stays; the soft one can still go up to it.
+		// stays; the soft one may still go up to it.
 	}
 	return res, nil
 }
 
 var (
-	origMu  sync.Mutex
-	orig    unix.Rlimit // the limit runs get; guarded by origMu
-	changed bool        // tend has changed its own limit; guarded by origMu
+	origMu   sync.Mutex
+	orig     unix.Rlimit // the limit runs get; guarded by origMu
+	captured bool        // orig is set; guarded by origMu
+	changed  bool        // tend has changed its own limit; guarded by origMu
 )
 
 // ForRuns returns the RLIMIT_NOFILE runs must get: the one tend was started
@@ -160,22 +168,29 @@ func ForRuns() (lim unix.Rlimit, apply bool) {
 	return orig, changed
 }
 
-// recordOriginal records, once, the limit tend was started with, before
+// captureOriginal records, once, the limit tend was started with, before
 // its first change. cur is the limit now: when Go raised the soft limit at
 // start (it is then the hard limit minus one), the original soft limit is
 // found in a child, where syscall.ForkExec has just put it back.
-func recordOriginal(cur unix.Rlimit) {
+func captureOriginal(cur unix.Rlimit) {
 	origMu.Lock()
 	defer origMu.Unlock()
-	if changed {
+	if captured {
 		return
 	}
-	orig, changed = cur, true
+	orig, captured = cur, true
 	if cur.Max > 0 && cur.Cur == cur.Max-1 {
 		if soft, err := childSoftLimit(); err == nil && soft <= cur.Cur {
 			orig.Cur = soft
 		}
 	}
+}
+
+// markChanged records that tend changed its own limit.
+func markChanged() {
+	origMu.Lock()
+	defer origMu.Unlock()
+	changed = true
 }
 
 // childSoftLimit asks a child shell for its soft RLIMIT_NOFILE. It must run
