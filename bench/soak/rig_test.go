@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,9 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // The fleet: 200 instances in all.
@@ -273,14 +274,19 @@ func (r *rig) steadyRunning() bool {
 // readAudit reads every event of the audit log from its files, oldest
 // first: the way to see the log while no daemon runs.
 func (r *rig) readAudit() ([]program.Event, error) {
-	files, err := filepath.Glob(filepath.Join(r.dir, "state", "audit", "events-*.jsonl"))
+	audit, err := statedir.Open(filepath.Join(r.dir, "state", "audit"))
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(files)
+	defer audit.Close()
+	files, err := events.ListFiles(audit) // every part of each day, in order
+	if err != nil {
+		return nil, err
+	}
 	var out []program.Event
-	for _, name := range files {
-		f, err := os.Open(name)
+	for _, af := range files {
+		name := af.Name
+		f, err := audit.OpenFile(name, os.O_RDONLY, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/runs"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // Waits that only a broken daemon (or a very busy machine) needs.
@@ -204,10 +205,16 @@ func (s *soak) killDaemon() {
 	if err != nil {
 		s.t.Fatalf("audit log after the SIGKILL: %v", err)
 	}
-	recs, err := runs.Load(filepath.Join(s.r.dir, "state", "runs.json"))
+	sd, err := statedir.Open(filepath.Join(s.r.dir, "state"))
 	if err != nil {
-		s.t.Fatalf("runs.json after the SIGKILL: %v", err)
+		s.t.Fatalf("state dir after the SIGKILL: %v", err)
 	}
+	loaded, err := runs.Load(sd, time.Now())
+	sd.Close()
+	if err != nil || loaded.Problems != nil {
+		s.t.Fatalf("runs.json after the SIGKILL: %v %q", err, loaded.Problems)
+	}
+	recs := loaded.Records
 	l := replay(events, nil)
 	s.atKill = l.last
 	s.excused = excuse(l.open, recs)

@@ -1,7 +1,8 @@
 package daemon
 
 import (
-	"path/filepath"
+	"errors"
+	"io/fs"
 	"syscall"
 	"time"
 
@@ -12,20 +13,41 @@ import (
 )
 
 // openRuns reads the runs an earlier daemon of this state dir left (if it
-// died without stopping them), hands them to the manager to adopt, and
-// starts this daemon's own record.
-func (d *daemon) openRuns() {
-	path := filepath.Join(d.cfg.Daemon.StateDir, "runs.json")
-	recs, err := runs.Load(path)
+// died without stopping them), hands the live ones to the manager to adopt,
+// and starts this daemon's record with all of them: one no instance claims
+// stays recorded until it is known to have ended (SPEC 10: no run recorded
+// alive is ever started a second time). Only a runs.json that is damaged
+// and cannot be set aside stops the daemon.
+func (d *daemon) openRuns() error {
+	loaded, err := runs.Load(d.state.Root, time.Now())
 	if err != nil {
-		d.note("runs.json unreadable, adopting nothing: %v", err)
+		return err
 	}
+	for _, p := range loaded.Problems {
+		d.note("%s", p)
+	}
+	var live []runs.Record
 	adopt := map[string]supervisor.Adoption{}
-	for _, r := range recs {
+	for _, r := range loaded.Records {
+		if ended(r.PID, r.StartTicks) {
+			continue
+		}
+		live = append(live, r)
 		adopt[r.ID] = supervisor.Adoption{PID: r.PID, StartTicks: r.StartTicks, Run: r.Run, StartedAt: r.StartedAt}
 	}
 	d.mgr.SetAdoptions(adopt)
-	d.runs = runs.Open(path, nil)
+	d.runs = runs.Open(d.state.Root, live)
+	return nil
+}
+
+// ended reports whether a recorded run is certainly over: its pid is gone,
+// or names another process now.
+func ended(pid int, startTicks uint64) bool {
+	ticks, err := reaper.StartTicks(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	return err == nil && ticks != startTicks
 }
 
 // record is the supervisors' Record hook: it keeps runs.json current.
@@ -42,29 +64,51 @@ func (d *daemon) record(id string, pid, run int, started time.Time) {
 	d.runs.Set(runs.Record{ID: id, PID: pid, StartTicks: ticks, Run: run, StartedAt: started})
 }
 
-// settleAdoptions announces what was adopted and stops the verified runs of
-// programs this config no longer has; unverifiable ones are never signalled.
+// settleAdoptions announces what was adopted and deals with the runs no
+// instance claimed. Those of programs that may yet come back (kept aside,
+// or possibly in a damaged programs.json) are left alone and offered again
+// for adoption, so a later tend add or reload of the program takes them
+// over instead of starting a second copy. The verified runs of programs
+// this daemon no longer has are stopped, each staying in runs.json until
+// it has ended; unverifiable ones are never signalled.
 func (d *daemon) settleAdoptions() {
 	n := d.mgr.Adopted()
 	if n > 0 {
 		d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseAdopted, Count: &n}})
 	}
+	later := map[string]supervisor.Adoption{}
 	for id, a := range d.mgr.Unclaimed() {
+		if name, _, ok := program.SplitID(id); ok && d.kept.leaveAlone(name) {
+			d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
+			later[id] = a
+			continue
+		}
 		done := make(chan struct{})
-		if err := d.reaper.Adopt(a.PID, a.StartTicks, func(reaper.Status) { close(done) }); err != nil {
+		err := d.reaper.Adopt(a.PID, a.StartTicks, func(reaper.Status) {
+			d.runs.DeleteRun(id, a.PID)
+			close(done)
+		})
+		if err != nil {
+			if ended(a.PID, a.StartTicks) {
+				d.runs.DeleteRun(id, a.PID)
+			}
 			continue
 		}
 		d.note("stopping %s (pid %d): left running by an earlier daemon, no longer configured", id, a.PID)
 		d.strays.Add(1)
 		go func() {
 			defer d.strays.Done()
-			_ = d.reaper.Signal(a.PID, syscall.SIGTERM, true)
+			d.signalStray(id, a.PID, syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
-				_ = d.reaper.Signal(a.PID, syscall.SIGKILL, true)
+				d.signalStray(id, a.PID, syscall.SIGKILL)
 				<-done
 			}
+			d.removeGroupOf(id) // what the stray started goes with it
 		}()
+	}
+	if len(later) > 0 {
+		d.mgr.SetAdoptions(later)
 	}
 }

@@ -34,9 +34,11 @@ func (b *backend) Status(sel string) ([]program.Status, error) {
 	return out, nil
 }
 
-func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) { return b.d.mgr.Add(spec) }
+func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) {
+	return b.d.addProgram(spec, source)
+}
 
-func (b *backend) Remove(ctx context.Context, name string) error { return b.d.mgr.Remove(ctx, name) }
+func (b *backend) Remove(ctx context.Context, name string) error { return b.d.removeProgram(ctx, name) }
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
 	return b.result(b.d.mgr.Start(ctx, sel, opts))(opts)
@@ -80,7 +82,7 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 }
 
 func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
-	return b.d.mgr.Scale(ctx, name, n)
+	return b.d.scaleProgram(ctx, name, n)
 }
 
 // Readiness counts the instances that should run: all but those the
@@ -138,7 +140,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 	d.defaults.Store(defaults)
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
-	diff, err := d.mgr.Apply(ctx, cfg.Programs)
+	diff, err := d.mgr.Apply(ctx, d.reloadSpecs(cfg.Programs, defaults))
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseReloaded}})
 	res := api.ReloadResult{Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Unchanged: diff.Unchanged}
 	if cfg.Daemon != d.cfg.Daemon {
@@ -158,5 +160,5 @@ func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Sub
 
 func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	now := time.Now()
-	return doctor.Scan(filepath.Join(b.d.cfg.Daemon.StateDir, "audit"), now.Add(-since), now)
+	return doctor.Scan(b.d.state.Audit, now.Add(-since), now)
 }

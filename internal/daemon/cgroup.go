@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/program"
@@ -55,9 +56,9 @@ func (d *daemon) memoryWhy() string {
 }
 
 // removeStaleGroups empties and removes the groups of instances this
-// daemon does not have (removed from the config while no daemon ran, or
-// scaled down): a restarted daemon finds its tree again, its runs' groups
-// among them.
+// daemon does not have and whose runs it does not still hold on record
+// (removed from the config while no daemon ran, or scaled down): a
+// restarted daemon finds its tree again, its runs' groups among them.
 func (d *daemon) removeStaleGroups() {
 	if d.cgroups == nil {
 		return
@@ -67,9 +68,17 @@ func (d *daemon) removeStaleGroups() {
 		return
 	}
 	have := map[string]bool{}
-	for _, id := range d.mgr.IDs() {
+	keep := func(id string) {
 		name, k, _ := program.SplitID(id)
 		have[name+"-"+strconv.Itoa(k)] = true
+	}
+	for _, id := range d.mgr.IDs() {
+		keep(id)
+	}
+	// Runs still recorded and not adopted (a program kept aside, a stray
+	// being stopped) are left alone, their groups with them.
+	for _, r := range d.runs.Records() {
+		keep(r.ID)
 	}
 	for _, n := range names {
 		if !have[n] {
@@ -90,4 +99,32 @@ func shortDir(stateDir string) string {
 	}
 	defer d.Close()
 	return d.Path()
+}
+
+// groupOf is the cgroup of instance id, or nil without cgroups.
+func (d *daemon) groupOf(id string) *cgroup.Group {
+	name, k, ok := program.SplitID(id)
+	if d.cgroups == nil || !ok {
+		return nil
+	}
+	return d.cgroups.Group(name + "-" + strconv.Itoa(k))
+}
+
+// signalStray signals a run left by an earlier daemon for a program no
+// longer configured: its process group, and with cgroups every process of
+// its group.
+func (d *daemon) signalStray(id string, pid int, sig syscall.Signal) {
+	_ = d.reaper.Signal(pid, sig, true)
+	if g := d.groupOf(id); g != nil {
+		_, _ = g.Signal(sig)
+	}
+}
+
+// removeGroupOf empties and removes the group of instance id, if any.
+func (d *daemon) removeGroupOf(id string) {
+	if g := d.groupOf(id); g != nil {
+		if err := g.Remove(); err != nil {
+			d.note("cgroup: %v", err)
+		}
+	}
 }

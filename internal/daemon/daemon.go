@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,16 +57,16 @@ const (
 // arrives or a client asks it to stop. Config errors wrap
 // program.ErrBadConfig (exit 2); a held lock wraps ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
+	prepareProcess(opts)
 	spawn.StartForker() // while the descriptor table is small: runs fork from a copy of it
 	cfg, defaults, err := config.LoadWithDefaults(opts.ConfigPath)
 	if err != nil {
 		return err
 	}
-	d, err := start(cfg, opts)
+	d, err := start(cfg, defaults, opts)
 	if err != nil {
 		return err
 	}
-	d.defaults.Store(defaults)
 	return d.serve(ctx)
 }
 
@@ -74,14 +75,15 @@ func Run(ctx context.Context, opts Options) error {
 type daemon struct {
 	cfg           *program.Config
 	opts          Options
-	lock          *os.File
+	state         *state         // the state dir, its subdirs and the lock
+	kept          *kept          // programs added over the API, kept in programs.json
+	added         []program.Spec // those parsed at start, added after the config's
 	log           *events.Log
 	reaper        *reaper.Reaper
 	broker        *broker.Broker
 	mgr           *supervisor.Manager
 	api           *api.Server
 	capture       *spawn.Capture // the runs' output: logs, FIFOs, forwarding
-	captureDirs   []io.Closer    // the capture's directories
 	metrics       *metrics.Metrics
 	trim          *trimmer                        // hands memory back after bursts
 	runs          *runs.File                      // runs.json, for the next daemon if this one dies
@@ -99,51 +101,45 @@ type daemon struct {
 	trackingWhy   string        // why not cgroups, or what they lack
 }
 
-func start(cfg *program.Config, opts Options) (*daemon, error) {
+func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemon, error) {
 	httpTLS, err := loadTLS(cfg)
 	if err != nil {
 		return nil, err
 	}
 	sd := cfg.Daemon.StateDir
-	// The state dir and the notify dir can be traversed (not listed) by
-	// others, so a program running as another user reaches its socket.
-	for dir, mode := range map[string]os.FileMode{sd: 0o711, filepath.Join(sd, "notify"): 0o711,
-		filepath.Join(sd, "logs"): 0o700, filepath.Join(sd, "audit"): 0o700, filepath.Join(sd, "fifo"): 0o700} {
-		if err := os.MkdirAll(dir, mode); err != nil {
-			return nil, fmt.Errorf("state_dir: %w", err)
-		}
-		if err := os.Chmod(dir, mode); err != nil {
-			return nil, fmt.Errorf("state_dir: %w", err)
-		}
-	}
 	sock := filepath.Join(sd, SocketName)
 	if len(sock) >= 108 {
 		return nil, fmt.Errorf("%w: %s: state_dir %s is too deep for a unix socket path (%d bytes, the limit is 107)", program.ErrBadConfig, cfg.File, sd, len(sock))
 	}
-	lock, err := acquireLock(filepath.Join(sd, lockName))
+	st, err := openState(cfg)
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cfg: cfg, opts: opts, lock: lock, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
+	d := &daemon{cfg: cfg, opts: opts, state: st, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
+	d.defaults.Store(defaults)
 	if err := d.setupCgroups(); err != nil {
-		lock.Close()
+		st.Close()
 		return nil, err
 	}
-	d.log, err = events.Open(events.Options{Dir: filepath.Join(sd, "audit"), Retention: cfg.Daemon.AuditRetention})
-	if err != nil {
-		lock.Close()
+	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
+		st.Close()
 		return nil, err
+	}
+	d.log, err = events.Open(events.Options{Files: st.Audit, Retention: cfg.Daemon.AuditRetention, MaxSize: cfg.Daemon.AuditMaxSize})
+	if err != nil {
+		st.Close()
+		return nil, unsafeFile(err)
 	}
 	d.reaper = reaper.New()
 	if err := d.reaper.Start(cfg.Daemon.Subreaper || os.Getpid() == 1); err != nil {
 		d.log.Close()
-		lock.Close()
+		st.Close()
 		return nil, err
 	}
 	if err := d.openCapture(); err != nil {
 		d.reaper.Stop()
 		d.log.Close()
-		lock.Close()
+		st.Close()
 		return nil, err
 	}
 	publish := func(e program.Event) { d.log.Publish(e) }
@@ -151,12 +147,19 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, Capture: d.capture, NotifyDir: filepath.Join(sd, "notify"), ShortDir: shortDir(sd),
+		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: shortDir(sd),
 		Cgroups: d.cgroups,
 		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
 		Record:   d.record,
 	}, d.broker.Forget)
+	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+		d.closeCapture()
+		d.reaper.Stop()
+		d.log.Close()
+		st.Close()
+		return nil, err
+	}
 	d.trim = newTrimmer()
 	d.metrics = metrics.New(metrics.Source{
 		Statuses:        func() []program.Status { return d.broker.List(false) },
@@ -179,20 +182,20 @@ func (d *daemon) serve(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	d.openRuns()                   // before the API: an added program records its runs
 	stopHTTP, err := d.serveHTTP() // before the socket, which hands out its logins
 	if err != nil {
 		return errors.Join(err, d.stop())
 	}
 	defer stopHTTP()
-	sock := filepath.Join(d.cfg.Daemon.StateDir, SocketName)
+	sock := d.state.Root.Join(SocketName)
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid(), Tracking: d.tracking, TrackingWhy: d.trackingWhy}})
-	_, errs := d.mgr.AddAll(d.cfg.Programs)
+	progs := slices.Concat(d.cfg.Programs, d.added) // the config's, then those added over the API
+	_, errs := d.mgr.AddAll(progs)
 	for i, err := range errs {
 		if err != nil {
-			d.note("adding %s: %v", d.cfg.Programs[i].Name, err)
+			d.note("adding %s: %v", progs[i].Name, err)
 		}
 	}
 	d.settleAdoptions()
@@ -249,8 +252,8 @@ func (d *daemon) stop() error {
 		d.cgroups.Close()
 	}
 	d.log.Close()
-	os.Remove(filepath.Join(d.cfg.Daemon.StateDir, SocketName))
-	d.lock.Close()
+	d.state.Root.Remove(SocketName)
+	d.state.Close()
 	return err
 }
 

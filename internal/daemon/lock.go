@@ -11,24 +11,30 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// acquireLock takes an exclusive flock on path and writes our pid into it.
-// The kernel drops the lock when the process dies, so a crashed daemon never
-// leaves a stale lock behind.
-func acquireLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// acquireLock takes an exclusive flock on the state dir's tend.lock and
+// writes our pid into it. The kernel drops the lock when the process dies,
+// so a crashed daemon never leaves a stale lock behind. A tend.lock that is
+// a symlink (or not a regular file) is refused, never followed.
+func acquireLock(dir *statedir.Dir) (*os.File, error) {
+	f, err := dir.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
+		if u := unsafeFile(err); u != err {
+			return nil, u
+		}
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			pid := strings.TrimSpace(string(b))
-			return nil, fmt.Errorf("%w for %s (pid %s); stop it with tend down, or use another state_dir", ErrAlreadyRunning, strings.TrimSuffix(path, "/"+lockName), pid)
+			pid := strings.TrimSpace(string(b[:n]))
+			return nil, fmt.Errorf("%w for %s (pid %s); stop it with tend down, or use another state_dir", ErrAlreadyRunning, dir.Path(), pid)
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w", dir.Join(lockName), err)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

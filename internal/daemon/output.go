@@ -1,14 +1,10 @@
 package daemon
 
 import (
-	"errors"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/spawn"
-	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // openCapture sets up the capture of every run's output: the log files in
@@ -17,20 +13,8 @@ import (
 // also on stdout as "NAME:K | line" (as docker logs and kubectl logs want
 // it). The directories are made by start.
 func (d *daemon) openCapture() error {
-	sd := d.cfg.Daemon.StateDir
-	// TODO(lead): the state helper's d.state.Logs and d.state.FIFO replace
-	// these two opens once merged.
-	logs, err := statedir.Open(filepath.Join(sd, "logs"))
-	if err != nil {
-		return err
-	}
-	fifo, err := statedir.Open(filepath.Join(sd, "fifo"))
-	if err != nil {
-		logs.Close()
-		return err
-	}
 	opts := spawn.CaptureOptions{
-		Logs: logs, FIFO: fifo,
+		Logs: d.state.Logs, FIFO: d.state.FIFO,
 		OnError: func(id string, err error) {
 			d.note("%s: output lost, its log cannot be written: %v", id, err)
 		},
@@ -42,19 +26,14 @@ func (d *daemon) openCapture() error {
 		}
 	}
 	d.capture = spawn.NewCapture(opts)
-	d.captureDirs = []io.Closer{logs, fifo}
 	return nil
 }
 
 // closeCapture writes what is left and stops the writers, once every
-// instance has ended.
+// instance has ended. (The directories are the state's, closed with it.)
 func (d *daemon) closeCapture() error {
 	d.capture.Close()
-	var err error
-	for _, c := range d.captureDirs {
-		err = errors.Join(err, c.Close())
-	}
-	return err
+	return nil
 }
 
 // LogSources implements api.Backend: each instance's log, as its writer

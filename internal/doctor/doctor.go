@@ -8,14 +8,17 @@ package doctor
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // Report accumulates a program.DoctorReport.
@@ -31,21 +34,20 @@ type ProgramReport struct {
 	first, last map[string]time.Time
 }
 
-// Scan reads the audit files in dir for events in [since, until].
-func Scan(dir string, since, until time.Time) (*program.DoctorReport, error) {
+// Scan reads the audit files in dir (events.ListFiles: every part of a
+// day, oldest first) for events in [since, until].
+func Scan(dir *statedir.Dir, since, until time.Time) (*program.DoctorReport, error) {
 	r := newReport(since, until)
-	files, err := filepath.Glob(filepath.Join(dir, "events-*.jsonl"))
+	files, err := events.ListFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(files)
 	for _, f := range files {
-		day, err := time.Parse("2006-01-02", strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "events-"), ".jsonl"))
-		if err != nil || day.Add(24*time.Hour).Before(since) || day.After(until) {
+		if f.Day.Add(24*time.Hour).Before(since) || f.Day.After(until) {
 			continue
 		}
-		if err := r.scanFile(f); err != nil {
-			return nil, err
+		if err := r.scanFile(dir, f.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err // a file removed meanwhile (retention) is no error
 		}
 	}
 	r.finish()
@@ -59,8 +61,8 @@ func newReport(since, until time.Time) *Report {
 	}
 }
 
-func (r *Report) scanFile(path string) error {
-	f, err := os.Open(path)
+func (r *Report) scanFile(dir *statedir.Dir, name string) error {
+	f, err := dir.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}

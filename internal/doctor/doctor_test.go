@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // testdata/demo holds the audit log of a 100-second run of examples/tend.toml,
@@ -17,8 +18,34 @@ var (
 	demoEnd   = time.Date(2026, 12, 2, 12, 10, 1, 0, time.UTC)
 )
 
+// auditDir opens a copy of the audit files in src (testdata keeps its
+// mode; a state directory is narrowed to 0700).
+func auditDir(t *testing.T, src string) *statedir.Dir {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := statedir.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 func TestDoctorOnARecordedAuditLog(t *testing.T) {
-	rep, err := Scan("testdata/demo", demoStart, demoEnd)
+	rep, err := Scan(auditDir(t, "testdata/demo"), demoStart, demoEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,16 +110,46 @@ func TestDoctorWindowAndTornLines(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "events-2026-11-01.jsonl"), []byte("not json\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Scan(dir, demoStart.Add(50*time.Second), demoEnd)
+	d := auditDir(t, dir)
+	rep, err := Scan(d, demoStart.Add(50*time.Second), demoEnd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, _ := Scan("testdata/demo", demoStart, demoEnd)
+	full, _ := Scan(auditDir(t, "testdata/demo"), demoStart, demoEnd)
 	if rep.Events == 0 || rep.Events >= full.Events {
 		t.Errorf("a later window counted %d events of %d", rep.Events, full.Events)
 	}
-	empty, err := Scan(dir, demoEnd.Add(time.Hour), demoEnd.Add(2*time.Hour))
+	empty, err := Scan(d, demoEnd.Add(time.Hour), demoEnd.Add(2*time.Hour))
 	if err != nil || empty.Events != 0 || len(empty.Advice) != 0 {
 		t.Errorf("an empty window: %+v %v", empty, err)
+	}
+}
+
+// TestDoctorReadsEveryPartOfADay: a day split into parts by audit_max_size
+// is read whole.
+func TestDoctorReadsEveryPartOfADay(t *testing.T) {
+	src, err := os.ReadFile("testdata/demo/events-2026-12-02.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(src), "\n")
+	dir := t.TempDir()
+	third := len(lines) / 3
+	for i, part := range []string{"events-2026-12-02.jsonl", "events-2026-12-02.1.jsonl", "events-2026-12-02.2.jsonl"} {
+		chunk := lines[i*third:]
+		if i < 2 {
+			chunk = lines[i*third : (i+1)*third]
+		}
+		if err := os.WriteFile(filepath.Join(dir, part), []byte(strings.Join(chunk, "")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Scan(auditDir(t, dir), demoStart, demoEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := Scan(auditDir(t, "testdata/demo"), demoStart, demoEnd)
+	if rep.Events != full.Events || len(rep.Advice) != len(full.Advice) {
+		t.Errorf("parts: %d events, %d advice; one file: %d, %d", rep.Events, len(rep.Advice), full.Events, len(full.Advice))
 	}
 }

@@ -1,6 +1,12 @@
 // Package events is tend's numbered event log: it gives every event its seq
 // and ts, appends it to the audit log (state_dir/audit/events-YYYY-MM-DD.jsonl,
-// one JSON line each) and hands it to live subscribers.
+// one JSON line each, a day split into parts events-YYYY-MM-DD.N.jsonl when
+// it outgrows a part) and hands it to live subscribers.
+//
+// Bounds: files whose whole day is older than Options.Retention are removed,
+// and while the directory holds more than Options.MaxSize the oldest files
+// go first, checked at each new file and once a minute from sizes the log
+// keeps (no listing per event).
 //
 // Ordering: seq is strictly increasing per audit directory, across daemon
 // restarts (Open continues from the highest seq on disk). One lock assigns
@@ -22,23 +28,33 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // Options configure Open.
 type Options struct {
-	// Dir is the audit directory (state_dir/audit). It is created, mode
-	// 0700, if missing. Required.
+	// Files is the audit directory (state_dir/audit), opened by the
+	// caller, who closes it after the Log. If nil, Dir is opened (made
+	// mode 0700 if missing, refused if it is not the user's own; see
+	// statedir.Open) and closed with the Log.
+	Files *statedir.Dir
+	// Dir is the audit directory's path, used when Files is nil.
 	Dir string
 	// Retention is how long events are kept: an audit file is removed once
 	// every event it can hold (its whole UTC day) is older than this.
 	// 0 means 336h (14 days); negative is an error.
 	Retention time.Duration
+	// MaxSize caps the bytes in the audit directory: while it holds more,
+	// the oldest files are removed (never the one being appended to). A
+	// day's events are split into parts of MaxSize/8 (between 4 KiB and
+	// 64 MiB) so that one busy day cannot defeat the cap. 0 means no cap
+	// and no parts; negative is an error.
+	MaxSize int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Buffer is how many events a subscriber may fall behind before it is
@@ -52,21 +68,38 @@ const (
 	DefaultBuffer    = 1024
 )
 
-// pruneEvery is how often the log removes expired audit files.
-const pruneEvery = 24 * time.Hour
+// pruneEvery is how often the log removes expired audit files and checks
+// the directory's size from a fresh listing.
+const pruneEvery = time.Minute
+
+// Part sizes, when MaxSize is set.
+const (
+	minPart = 4 << 10
+	maxPart = 64 << 20
+)
 
 // Log is the numbered event log of one audit directory. Its methods are safe
 // for concurrent use.
 type Log struct {
-	dir       string
+	dir       *statedir.Dir
+	ownDir    bool // dir was opened by Open and is closed by Close
 	retention time.Duration
+	maxSize   int64 // 0: no cap
+	partSize  int64 // a part is full past this; 0: one file a day
 	now       func() time.Time
 	buffer    int
 
-	mu  sync.Mutex
-	seq uint64   // the last seq assigned; guarded by mu
-	day string   // the day of the file appended to, never decreasing; guarded by mu
-	f   *os.File // that file, or nil after an error (reopened by the next Publish); guarded by mu
+	mu   sync.Mutex
+	seq  uint64   // the last seq assigned; guarded by mu
+	day  string   // the day of the file appended to, never decreasing; guarded by mu
+	part int      // that file's part of the day; guarded by mu
+	f    *os.File // that file, or nil after an error (reopened by the next Publish); guarded by mu
+	size int64    // that file's size; guarded by mu
+	// older are the other audit files, oldest first, with their sizes as
+	// last seen, and olderBytes their sum: what the size cap removes
+	// from; guarded by mu.
+	older      []AuditFile
+	olderBytes int64
 	// subs are the subscribers Publish delivers to, oldest first: those that
 	// were there first (a supervisor's watcher, say) get the first wake-ups
 	// when a crowd of later ones (dashboards) shares the CPUs. The slice is
@@ -89,32 +122,30 @@ type Log struct {
 }
 
 // Open opens the audit directory, finds the highest seq already in it,
-// removes expired files and starts the daily pruning.
+// removes expired files and those over the size cap, and starts the
+// pruning.
 func Open(opts Options) (*Log, error) {
-	if opts.Dir == "" {
+	if opts.Files == nil && opts.Dir == "" {
 		return nil, errors.New("events: no audit directory")
 	}
 	if opts.Retention < 0 {
 		return nil, fmt.Errorf("events: negative retention %v", opts.Retention)
 	}
+	if opts.MaxSize < 0 {
+		return nil, fmt.Errorf("events: negative size cap %d", opts.MaxSize)
+	}
 	l := newLog(opts)
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
+	if l.dir == nil {
+		d, err := statedir.Open(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		l.dir, l.ownDir = d, true
 	}
-	names, err := listFiles(l.dir)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	if l.seq, err = lastSeq(l.dir, names); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	l.day = l.now().UTC().Format(dayLayout)
-	if n := len(names); n > 0 {
-		// A clock that went back keeps appending to the newest file, so
-		// file order stays seq order.
-		l.day = max(l.day, names[n-1][len(filePrefix):len(filePrefix)+len(dayLayout)])
-	}
-	if err := l.openDayLocked(l.day); err != nil { // not shared yet
+	if err := l.open(); err != nil {
+		if l.ownDir {
+			l.dir.Close()
+		}
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	if err := l.Prune(); err != nil {
@@ -124,16 +155,47 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
+// open finds the last seq and the file to append to: the newest one, if it
+// is of today or later (a clock that went back keeps appending to the
+// newest file, so file order stays seq order) and not full, else the next.
+func (l *Log) open() error {
+	files, err := ListFiles(l.dir)
+	if err != nil {
+		return err
+	}
+	if l.seq, err = lastSeq(l.dir, files); err != nil {
+		return err
+	}
+	l.day = l.now().UTC().Format(dayLayout)
+	if n := len(files); n > 0 && files[n-1].day >= l.day {
+		l.day, l.part = files[n-1].day, files[n-1].Part
+		if l.partSize > 0 && files[n-1].Size >= l.partSize {
+			l.part++
+		}
+	}
+	for _, f := range files {
+		if f.day != l.day || f.Part != l.part {
+			l.older = append(l.older, f)
+			l.olderBytes += f.Size
+		}
+	}
+	return l.openPartLocked(l.day, l.part) // not shared yet
+}
+
 // newLog applies the defaults of Options.
 func newLog(opts Options) *Log {
 	l := &Log{
-		dir:       opts.Dir,
+		dir:       opts.Files,
 		retention: cmp.Or(opts.Retention, DefaultRetention),
+		maxSize:   opts.MaxSize,
 		now:       opts.Now,
 		buffer:    opts.Buffer,
 		filling:   make(map[*Subscription]struct{}),
 		stop:      make(chan struct{}),
 		pruned:    make(chan struct{}),
+	}
+	if l.maxSize > 0 {
+		l.partSize = min(max(l.maxSize/8, minPart), maxPart)
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -146,9 +208,9 @@ func newLog(opts Options) *Log {
 
 // lastSeq returns the highest seq in the audit files: the last complete line
 // of the newest file that has one.
-func lastSeq(dir string, names []string) (uint64, error) {
-	for i := len(names) - 1; i >= 0; i-- {
-		seq, ok, err := lastSeqInFile(filepath.Join(dir, names[i]))
+func lastSeq(dir *statedir.Dir, files []AuditFile) (uint64, error) {
+	for i := len(files) - 1; i >= 0; i-- {
+		seq, ok, err := lastSeqInFile(dir, files[i].Name)
 		if err != nil || ok {
 			return seq, err
 		}
@@ -167,8 +229,8 @@ func lastSeq(dir string, names []string) (uint64, error) {
 // Err and WriteErrors report it and the next Publish reopens the file.
 func (l *Log) Publish(e program.Event) program.Event {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		e.Seq = 0
 		return e
 	}
@@ -177,39 +239,75 @@ func (l *Log) Publish(e program.Event) program.Event {
 	line, err := e.MarshalJSON() // compact: Data goes through json.Marshal
 	if err != nil {
 		l.err = fmt.Errorf("events: %w", err)
+		l.mu.Unlock()
 		e.Seq, e.TS = 0, time.Time{}
 		return e
 	}
 	l.seq = e.Seq
 	e.JSON = line[:len(line):len(line)] // the append below must not write into what readers share
-	l.appendLocked(e.TS, append(line, '\n'))
+	victims := l.appendLocked(e.TS, append(line, '\n'))
 	l.published.Add(1)
 	for _, s := range l.subs {
 		s.deliverLocked(e)
 	}
+	l.mu.Unlock()
+	l.remove(victims)
 	return e
 }
 
-// appendLocked writes one line to the file of ts's day. The whole line goes
+// appendLocked writes one line to the current file, first moving on to the
+// next file when the day changed or the part is full. The whole line goes
 // in one write(2) on an O_APPEND file, so lines never interleave and a crash
 // can only tear the last one. There is no fsync per event: it would cost a
 // disk flush on every event, while a daemon crash loses nothing that was
 // written (the page cache outlives the process). A machine crash may lose
-// or tear the last lines; readers skip a line that does not parse.
-func (l *Log) appendLocked(ts time.Time, line []byte) {
-	if day := ts.Format(dayLayout); day > l.day || l.f == nil {
-		if err := l.openDayLocked(max(day, l.day)); err != nil {
+// or tear the last lines; readers skip a line that does not parse. It
+// returns the files the size cap now removes, for the caller to remove
+// once it has let go of mu.
+func (l *Log) appendLocked(ts time.Time, line []byte) (victims []string) {
+	switch day := ts.Format(dayLayout); {
+	case day > l.day:
+		victims = l.rotateLocked(day, 0)
+	case l.full(int64(len(line))):
+		victims = l.rotateLocked(l.day, l.part+1)
+	case l.f == nil:
+		if err := l.openPartLocked(l.day, l.part); err != nil {
 			l.writeFailedLocked(err)
-			return
 		}
 	}
-	if _, err := l.f.Write(line); err != nil {
+	if l.f == nil {
+		return victims
+	}
+	n, err := l.f.Write(line)
+	l.size += int64(n)
+	if err != nil {
 		// Part of the line may be in the file: drop the handle, so the
 		// next append reopens it and starts on a fresh line.
 		l.f.Close()
 		l.f = nil
 		l.writeFailedLocked(err)
 	}
+	return victims
+}
+
+// full reports whether the current part cannot take n more bytes. An empty
+// part takes any line.
+func (l *Log) full(n int64) bool {
+	return l.partSize > 0 && l.size > 0 && l.size+n > l.partSize
+}
+
+// rotateLocked makes day's part the file appended to; the file before it
+// joins the older ones, and the size cap is applied.
+func (l *Log) rotateLocked(day string, part int) (victims []string) {
+	if prev, ok := ParseFileName(partName(l.day, l.part)); ok && (day != l.day || part != l.part) {
+		prev.Size = l.size
+		l.older = append(l.older, prev)
+		l.olderBytes += l.size
+	}
+	if err := l.openPartLocked(day, part); err != nil {
+		l.writeFailedLocked(err)
+	}
+	return l.overCapLocked()
 }
 
 func (l *Log) writeFailedLocked(err error) {
@@ -217,42 +315,72 @@ func (l *Log) writeFailedLocked(err error) {
 	l.err = fmt.Errorf("events: audit log: %w", err)
 }
 
-// openDayLocked makes the file of day the one appended to. If the file
-// ends in a torn line (the daemon was killed mid-write), it writes a '\n'
-// first, so the next line starts fresh and readers skip only the torn one.
-func (l *Log) openDayLocked(day string) error {
+// openPartLocked makes the file of day's part the one appended to. If the
+// file ends in a torn line (the daemon was killed mid-write), it writes a
+// '\n' first, so the next line starts fresh and readers skip only the torn
+// one.
+func (l *Log) openPartLocked(day string, part int) error {
 	if l.f != nil {
 		l.f.Close()
 		l.f = nil
 	}
-	l.day = day
-	f, err := os.OpenFile(filepath.Join(l.dir, fileName(day)), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	l.day, l.part, l.size = day, part, 0
+	f, err := l.dir.OpenFile(partName(day, part), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	if err := endLine(f); err != nil {
+	size, err := endLine(f)
+	if err != nil {
 		f.Close()
 		return err
 	}
-	l.f = f
+	l.f, l.size = f, size
 	return nil
 }
 
-// endLine appends '\n' to f unless it is empty or already ends in one.
-func endLine(f *os.File) error {
+// endLine appends '\n' to f unless it is empty or already ends in one, and
+// returns its size.
+func endLine(f *os.File) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil || fi.Size() == 0 {
-		return err
+		return 0, err
 	}
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, fi.Size()-1); err != nil {
-		return err
+		return 0, err
 	}
 	if b[0] == '\n' {
-		return nil
+		return fi.Size(), nil
 	}
 	_, err = f.Write([]byte{'\n'})
-	return err
+	return fi.Size() + 1, err
+}
+
+// overCapLocked takes the oldest files off the older ones while they and
+// the current part, counted as full, hold more than MaxSize, and returns
+// their names. Counting the part as full keeps the directory under the cap
+// until the next file, without a check per event.
+func (l *Log) overCapLocked() (victims []string) {
+	if l.maxSize <= 0 {
+		return nil
+	}
+	for len(l.older) > 0 && l.olderBytes+max(l.size, l.partSize) > l.maxSize {
+		victims = append(victims, l.older[0].Name)
+		l.olderBytes -= l.older[0].Size
+		l.older = l.older[1:]
+	}
+	return victims
+}
+
+// remove removes audit files; one already gone is no error.
+func (l *Log) remove(names []string) error {
+	var errs []error
+	for _, name := range names {
+		if err := l.dir.Remove(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // LastSeq returns the seq of the last event published (or found at Open).
@@ -307,34 +435,39 @@ func (l *Log) Since(since uint64, limit int) ([]program.Event, error) {
 
 // Prune removes the audit files whose whole day is older than Now minus
 // Retention (the date in the name says which day a file holds, so no event
-// within retention is removed). Other files in the directory are left
-// alone, and so is the file being appended to.
+// within retention is removed), then, while the directory holds more than
+// MaxSize, the oldest files. Other files in the directory are left alone,
+// and so is the file being appended to. It also refreshes the sizes the
+// cap is checked with between listings.
 func (l *Log) Prune() error {
-	cutoff := l.now().Add(-l.retention)
-	l.mu.Lock()
-	current := fileName(l.day)
-	l.mu.Unlock()
-	names, err := listFiles(l.dir)
+	files, err := ListFiles(l.dir)
 	if err != nil {
 		return fmt.Errorf("events: prune: %w", err)
 	}
-	var errs []error
-	for _, name := range names {
-		day, _ := dayOf(name)
-		if name == current || day.Add(24*time.Hour).After(cutoff) {
-			continue
-		}
-		if err := os.Remove(filepath.Join(l.dir, name)); err != nil && !os.IsNotExist(err) {
-			errs = append(errs, err)
+	cutoff := l.now().Add(-l.retention)
+	var victims []string
+	l.mu.Lock()
+	current := partName(l.day, l.part)
+	l.older, l.olderBytes = nil, 0
+	for _, f := range files {
+		switch {
+		case f.Name == current:
+		case !f.Day.Add(24 * time.Hour).After(cutoff):
+			victims = append(victims, f.Name)
+		default:
+			l.older = append(l.older, f)
+			l.olderBytes += f.Size
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	victims = append(victims, l.overCapLocked()...)
+	l.mu.Unlock()
+	if err := l.remove(victims); err != nil {
 		return fmt.Errorf("events: prune: %w", err)
 	}
 	return nil
 }
 
-// pruneLoop prunes once a day until Close.
+// pruneLoop prunes every pruneEvery until Close.
 func (l *Log) pruneLoop() {
 	defer close(l.pruned)
 	t := time.NewTicker(pruneEvery)
@@ -377,6 +510,9 @@ func (l *Log) Close() error {
 	close(l.stop)
 	<-l.pruned
 	l.backfills.Wait() // they see their subscription closed and return
+	if l.ownDir {
+		l.dir.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // clock is an injectable clock tests move by hand.
@@ -84,9 +85,18 @@ func since(t *testing.T, l *Log, after uint64, limit int) []uint64 {
 
 func auditFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	names, err := listFiles(dir)
+	d, err := statedir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer d.Close()
+	files, err := ListFiles(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
 	}
 	return names
 }

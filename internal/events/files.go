@@ -8,16 +8,22 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// The audit directory holds one file per UTC day, events-YYYY-MM-DD.jsonl,
-// one event per line. Everything here reads those files; only Log writes them.
+// The audit directory holds the events of each UTC day in one file or, when
+// a day's events outgrow a part (Options.MaxSize / 8), several:
+// events-YYYY-MM-DD.jsonl, then events-YYYY-MM-DD.1.jsonl, .2, and so on,
+// one event per line. Everything here reads those files, through the
+// directory's descriptor (never following a symlink); only Log writes them.
 
 const (
 	filePrefix = "events-"
@@ -31,37 +37,95 @@ const (
 	maxLine = 16 << 20
 )
 
-// fileName is the audit file of a UTC day ("2006-01-02").
-func fileName(day string) string { return filePrefix + day + fileSuffix }
+// fileName is the first audit file of a UTC day ("2006-01-02").
+func fileName(day string) string { return partName(day, 0) }
 
-// dayOf returns the day of an audit file name, and false for any other name.
-func dayOf(name string) (time.Time, bool) {
-	day, ok := strings.CutPrefix(name, filePrefix)
-	if !ok {
-		return time.Time{}, false
+// partName is the audit file of a day's part: events-DAY.jsonl for part 0,
+// events-DAY.N.jsonl for part N.
+func partName(day string, part int) string {
+	if part == 0 {
+		return filePrefix + day + fileSuffix
 	}
-	day, ok = strings.CutSuffix(day, fileSuffix)
-	if !ok || len(day) != len(dayLayout) {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(dayLayout, day)
-	return t, err == nil
+	return filePrefix + day + "." + strconv.Itoa(part) + fileSuffix
 }
 
-// listFiles returns the audit file names in dir, oldest first (the date in
-// the name sorts lexically).
-func listFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir) // sorted by name
+// AuditFile is one file of the audit directory.
+type AuditFile struct {
+	Name string
+	Day  time.Time // the UTC day whose events it holds
+	Part int       // its place within the day, from 0
+	Size int64     // bytes, when listed
+
+	day string // Day as in the name
+}
+
+// ParseFileName reads the day and part of an audit file name; ok is false
+// for any other name.
+func ParseFileName(name string) (f AuditFile, ok bool) {
+	rest, ok := strings.CutPrefix(name, filePrefix)
+	if !ok {
+		return f, false
+	}
+	rest, ok = strings.CutSuffix(rest, fileSuffix)
+	if !ok || len(rest) < len(dayLayout) {
+		return f, false
+	}
+	day, partStr := rest[:len(dayLayout)], rest[len(dayLayout):]
+	t, err := time.Parse(dayLayout, day)
+	if err != nil {
+		return f, false
+	}
+	part := 0
+	if partStr != "" {
+		digits, ok := strings.CutPrefix(partStr, ".")
+		n, err := strconv.Atoi(digits)
+		// One spelling per part: no sign, no leading zero, no part 0.
+		if !ok || err != nil || n < 1 || strconv.Itoa(n) != digits {
+			return f, false
+		}
+		part = n
+	}
+	return AuditFile{Name: name, Day: t, Part: part, day: day}, true
+}
+
+// before orders audit files as their events were written: by day, then part.
+func (f AuditFile) before(g AuditFile) bool {
+	if f.day != g.day {
+		return f.day < g.day
+	}
+	return f.Part < g.Part
+}
+
+// ListFiles returns the audit files in dir (regular files only: anything
+// else planted under such a name is not read), oldest first, with sizes.
+func ListFiles(dir *statedir.Dir) ([]AuditFile, error) {
+	names, err := dir.Names()
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range entries {
-		if _, ok := dayOf(e.Name()); ok && e.Type().IsRegular() {
-			names = append(names, e.Name())
+	var files []AuditFile
+	for _, name := range names {
+		f, ok := ParseFileName(name)
+		if !ok {
+			continue
 		}
+		st, err := dir.Lstat(name)
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue // removed meanwhile, or not a file of ours
+		}
+		f.Size = st.Size
+		files = append(files, f)
 	}
-	return names, nil
+	slices.SortFunc(files, func(a, b AuditFile) int {
+		switch {
+		case a.before(b):
+			return -1
+		case b.before(a):
+			return 1
+		}
+		return 0
+	})
+	return files, nil
 }
 
 // lineSeq reads the seq of a complete event line: the line must be valid
@@ -97,8 +161,8 @@ func prefixSeq(line []byte) (seq uint64, ok bool) {
 // lastSeqInFile returns the seq of the last complete line of a file, reading
 // it backwards from the end, so a large file costs one or two reads. A torn
 // last line (the daemon killed mid-write) does not parse and is passed over.
-func lastSeqInFile(path string) (uint64, bool, error) {
-	f, err := os.Open(path)
+func lastSeqInFile(dir *statedir.Dir, name string) (uint64, bool, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, false, err
 	}
@@ -138,8 +202,8 @@ func lastSeqInFile(path string) (uint64, bool, error) {
 }
 
 // firstSeqInFile returns the seq of the first complete line of a file.
-func firstSeqInFile(path string) (uint64, bool, error) {
-	f, err := os.Open(path)
+func firstSeqInFile(dir *statedir.Dir, name string) (uint64, bool, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, false, err
 	}
@@ -186,16 +250,16 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // scan calls fn with every event in dir with seq > since, in seq order,
 // until fn returns false. Lines that do not parse (torn ones) are skipped,
 // and so is any line whose seq does not exceed the one before it, so fn
-// sees strictly increasing seqs. Files removed meanwhile (retention) are
-// skipped.
-func scan(dir string, since uint64, fn func(program.Event) bool) error {
-	names, err := listFiles(dir)
+// sees strictly increasing seqs. Files removed meanwhile (retention, the
+// size cap) are skipped.
+func scan(dir *statedir.Dir, since uint64, fn func(program.Event) bool) error {
+	files, err := ListFiles(dir)
 	if err != nil {
 		return err
 	}
 	last := since
-	for _, name := range names[startFile(dir, names, since):] {
-		more, err := scanFile(filepath.Join(dir, name), &last, fn)
+	for _, f := range files[startFile(dir, files, since):] {
+		more, err := scanFile(dir, f.Name, &last, fn)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -209,12 +273,12 @@ func scan(dir string, since uint64, fn func(program.Event) bool) error {
 // startFile returns the index of the first file that can hold a seq >
 // since: the newest one whose first seq is at most since+1, since every
 // older file holds only smaller seqs.
-func startFile(dir string, names []string, since uint64) int {
+func startFile(dir *statedir.Dir, files []AuditFile, since uint64) int {
 	if since == 0 {
 		return 0
 	}
-	for i := len(names) - 1; i > 0; i-- {
-		first, ok, err := firstSeqInFile(filepath.Join(dir, names[i]))
+	for i := len(files) - 1; i > 0; i-- {
+		first, ok, err := firstSeqInFile(dir, files[i].Name)
 		if err == nil && ok && first <= since+1 {
 			return i
 		}
@@ -223,8 +287,8 @@ func startFile(dir string, names []string, since uint64) int {
 }
 
 // scanFile is scan for one file; *last is the last seq handed to fn.
-func scanFile(path string, last *uint64, fn func(program.Event) bool) (bool, error) {
-	f, err := os.Open(path)
+func scanFile(dir *statedir.Dir, name string, last *uint64, fn func(program.Event) bool) (bool, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return true, err
 	}

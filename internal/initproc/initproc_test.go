@@ -287,12 +287,13 @@ func orphanScript(wantPPID string, all bool) string {
 	}
 	return "want_ppid=" + wantPPID + `
 for i in 1 2 3 4 5; do ( sleep 0.1 & ) ; done
-( sleep 0.6 & echo $! > "$D/orphan" )
-sleep 0.3
+( sleep 3 & echo $! > "$D/orphan" )
 o=$(cat "$D/orphan")
-ppid=$(cut -d' ' -f4 "/proc/$o/stat")
+i=0 # the subshell has exited; its child is reparented soon after (a loaded machine may take a while)
+while ppid=$(cut -d' ' -f4 "/proc/$o/stat") && [ "$ppid" != "$want_ppid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 [ "$ppid" = "$want_ppid" ] || { echo "orphan $o has ppid $ppid, want $want_ppid" >&2; exit 2; }
-sleep 1
+while [ -e "/proc/$o" ] && [ "$(cut -d' ' -f3 "/proc/$o/stat" 2>/dev/null)" != "Z" ]; do sleep 0.1; done
+sleep 0.5
 z=$(` + zombies + `)
 [ -z "$z" ] || { echo "zombies: $z" >&2; exit 1; }
 [ ! -e "/proc/$o" ] || { echo "orphan $o still there" >&2; exit 1; }

@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/limits"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
+)
+
+// state is what the daemon holds open in its state directory (SPEC 14):
+// the directory and its subdirectories, each checked (tend's own, not
+// writable by others, not a symlink) and held by descriptor, so that every
+// file in them is opened relative to it without following a symlink; and
+// the lock. Set by start, read-only after.
+type state struct {
+	Root   *statedir.Dir // state_dir: tend.lock, runs.json, programs.json, token, tend.sock
+	Logs   *statedir.Dir // state_dir/logs: the runs' captured output
+	Audit  *statedir.Dir // state_dir/audit: the event log
+	FIFO   *statedir.Dir // state_dir/fifo: the runs' output FIFOs
+	Notify *statedir.Dir // state_dir/notify: notify sockets
+	lock   *os.File      // tend.lock, flocked while the daemon runs
+}
+
+// openState opens (making it mode 0700 if missing) the state directory and
+// its subdirectories and takes the lock. A symlinked, foreign-owned or
+// group/other-writable directory wraps statedir.ErrUnsafe (exit 2).
+func openState(cfg *program.Config) (*state, error) {
+	root, err := statedir.Open(cfg.Daemon.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &state{Root: root}
+	for _, sub := range []struct {
+		name string
+		dir  **statedir.Dir
+	}{{"logs", &s.Logs}, {"audit", &s.Audit}, {"fifo", &s.FIFO}, {"notify", &s.Notify}} {
+		if *sub.dir, err = root.Sub(sub.name); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if s.lock, err = acquireLock(root); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the lock and closes the directories.
+func (s *state) Close() {
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	for _, d := range []*statedir.Dir{s.Logs, s.Audit, s.FIFO, s.Notify, s.Root} {
+		if d != nil {
+			d.Close()
+		}
+	}
+}
+
+// unsafeFile turns the refusal to open a file of the state directory that
+// is a symlink or not a regular file into a one-line ErrUnsafe (exit 2);
+// other errors are returned as they are.
+func unsafeFile(err error) error {
+	var pe *fs.PathError
+	switch {
+	case !errors.As(err, &pe):
+	case errors.Is(err, unix.ELOOP):
+		return fmt.Errorf("%w: %s is a symlink, which tend never follows in its state directory; remove it", statedir.ErrUnsafe, pe.Path)
+	case errors.Is(err, statedir.ErrNotRegular):
+		return fmt.Errorf("%w: %s is not a regular file; remove it", statedir.ErrUnsafe, pe.Path)
+	}
+	return err
+}
+
+// prepareProcess marks what the daemon inherited close-on-exec (SPEC 14):
+// nothing it was started with reaches a run. First thing in Run.
+func prepareProcess(opts Options) {
+	if err := limits.CloseOnExecInherited(); err != nil && opts.Stderr != nil {
+		fmt.Fprintf(opts.Stderr, "tend: %v\n", err)
+	}
+}
+
+// raiseLimits makes room for the fleet's descriptors before anything is
+// started, and says in one line if it still does not fit. Runs keep the
+// limit tend was started with (limits.ForRuns).
+func (d *daemon) raiseLimits(instances int) {
+	res, err := limits.Raise(limits.Need(instances))
+	if err != nil {
+		d.note("%v", err)
+	}
+	if advice := res.Advice(); advice != "" {
+		d.note("%s", advice)
+	}
+}
