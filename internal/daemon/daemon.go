@@ -154,7 +154,6 @@ func start(cfg *program.Config, opts Options) (*daemon, error) {
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
-		NotifyDropped:   d.notifyDropped.Load,
 	})
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
 	return d, nil
