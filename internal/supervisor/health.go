@@ -297,6 +297,9 @@ func (in *Instance) onNotify(m notify.Message) {
 	if m.WatchdogUSec != nil {
 		in.r.watchdog = time.Duration(*m.WatchdogUSec) * time.Microsecond
 		in.r.heartbeat = now
+		if in.r.watchdog > 0 && in.ticker == nil { // armed by a program without `watchdog`
+			in.ticker = time.NewTicker(time.Second)
+		}
 	}
 	if m.Watchdog {
 		in.r.heartbeat = now
