@@ -88,6 +88,7 @@ type daemon struct {
 	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
 	started       atomic.Bool                     // the initial start of the fleet is done (readyz)
+	sd            *sdNotifier                     // tend's own service manager (systemd); nil without one
 	reloadMu      sync.Mutex                      // one reload at a time
 	shutdown      chan struct{}                   // closed by the first request to stop
 	once          chanOnce
@@ -164,6 +165,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	bctx, stopBroker := context.WithCancel(context.Background())
 	defer stopBroker()
 	go d.broker.Run(bctx)
+	d.sd = startSystemd(d)
+	defer d.sd.close()
 	defer d.trim.stop()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -189,6 +192,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	go func() { // the fleet starts a few at a time while this loop serves
 		if d.mgr.WaitStarted(ctx) == nil {
 			d.started.Store(true)
+			d.sd.ready()
 		}
 	}()
 loop:
@@ -218,6 +222,7 @@ loop:
 
 // stop stops every instance, then everything else, in the reverse order of start.
 func (d *daemon) stop() error {
+	d.sd.stopping()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopping, PID: os.Getpid()}})
 	d.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
