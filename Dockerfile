@@ -1,6 +1,8 @@
 # tend as a container's entrypoint: a static binary, no libc needed.
 #   docker build -t tend .
-#   docker run --rm -v $PWD/examples:/etc/tend tend up -c /etc/tend/tend.toml
+#   docker run --rm -v $PWD/deploy/docker:/etc/tend tend
+# deploy/docker/tend.toml sets forward_output = true, so `docker logs` shows
+# every program's output as "NAME:K | line" beside tend's event lines.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

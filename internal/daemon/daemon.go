@@ -73,32 +73,32 @@ func Run(ctx context.Context, opts Options) error {
 // daemon is one running tend up. Its fields are set by start and read-only
 // after, except what the components guard themselves.
 type daemon struct {
-	cfg           *program.Config
-	opts          Options
-	state         *state         // the state dir, its subdirs and the lock
-	kept          *kept          // programs added over the API, kept in programs.json
-	added         []program.Spec // those parsed at start, added after the config's
-	log           *events.Log
-	reaper        *reaper.Reaper
-	broker        *broker.Broker
-	mgr           *supervisor.Manager
-	api           *api.Server
-	capture       *spawn.Capture // the runs' output: logs, FIFOs, forwarding
-	metrics       *metrics.Metrics
-	trim          *trimmer                        // hands memory back after bursts
-	runs          *runs.File                      // runs.json, for the next daemon if this one dies
-	strays        sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
-	defaults      atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
-	notifyDropped atomic.Uint64                   // notify messages an instance was too busy to take
-	started       atomic.Bool                     // the initial start of the fleet is done (readyz)
-	reloadMu      sync.Mutex                      // one reload at a time
-	shutdown      chan struct{}                   // closed by the first request to stop
-	once          chanOnce
-	printer       chan struct{} // closed when the event printer has caught up and ended
-	tls           *tls.Config   // HTTPS for daemon.http, from tls_cert/tls_key; nil = plain HTTP
-	cgroups       *cgroup.Tree  // the runs' cgroups; nil when runs are tracked by process group and tree
-	tracking      string        // program.TrackingCgroup or TrackingGroup, for the daemon started event
-	trackingWhy   string        // why not cgroups, or what they lack
+	cfg         *program.Config
+	opts        Options
+	state       *state         // the state dir, its subdirs and the lock
+	kept        *kept          // programs added over the API, kept in programs.json
+	added       []program.Spec // those parsed at start, added after the config's
+	log         *events.Log
+	reaper      *reaper.Reaper
+	broker      *broker.Broker
+	mgr         *supervisor.Manager
+	api         *api.Server
+	capture     *spawn.Capture // the runs' output: logs, FIFOs, forwarding
+	metrics     *metrics.Metrics
+	trim        *trimmer                        // hands memory back after bursts
+	runs        *runs.File                      // runs.json, for the next daemon if this one dies
+	strays      sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
+	defaults    atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
+	started     atomic.Bool                     // the initial start of the fleet is done (readyz)
+	sd          *sdNotifier                     // tend's own service manager (systemd); nil without one
+	reloadMu    sync.Mutex                      // one reload at a time
+	shutdown    chan struct{}                   // closed by the first request to stop
+	once        chanOnce
+	printer     chan struct{} // closed when the event printer has caught up and ended
+	tls         *tls.Config   // HTTPS for daemon.http, from tls_cert/tls_key; nil = plain HTTP
+	cgroups     *cgroup.Tree  // the runs' cgroups; nil when runs are tracked by process group and tree
+	tracking    string        // program.TrackingCgroup or TrackingGroup, for the daemon started event
+	trackingWhy string        // why not cgroups, or what they lack
 }
 
 func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemon, error) {
@@ -148,8 +148,8 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
 		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: shortDir(sd),
-		Cgroups: d.cgroups,
-		Dropped: func() { d.notifyDropped.Add(1) }, Tree: tree,
+		Cgroups:    d.cgroups,
+		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
 		Record:   d.record,
 	}, d.broker.Forget)
@@ -166,7 +166,6 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
-		NotifyDropped:   d.notifyDropped.Load,
 	})
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
 	return d, nil
@@ -177,6 +176,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	bctx, stopBroker := context.WithCancel(context.Background())
 	defer stopBroker()
 	go d.broker.Run(bctx)
+	d.sd = startSystemd(d)
+	defer d.sd.close()
 	defer d.trim.stop()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -203,6 +204,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	go func() { // the fleet starts a few at a time while this loop serves
 		if d.mgr.WaitStarted(ctx) == nil {
 			d.started.Store(true)
+			d.sd.ready()
 		}
 	}()
 loop:
@@ -232,6 +234,7 @@ loop:
 
 // stop stops every instance, then everything else, in the reverse order of start.
 func (d *daemon) stop() error {
+	d.sd.stopping()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopping, PID: os.Getpid()}})
 	d.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())

@@ -115,4 +115,3 @@ func parseCert(data []byte) error {
 		}
 	}
 }
-

@@ -83,8 +83,6 @@ var (
 		"Events published (numbered, logged and fanned out) since the daemon started.", nil, nil)
 	descCutOff = prometheus.NewDesc("tend_event_subscribers_cut_off_total",
 		"Event stream subscribers cut off because their buffer was full; each resumes with since=SEQ.", nil, nil)
-	descNotifyDropped = prometheus.NewDesc("tend_notify_datagrams_dropped_total",
-		"Notify socket datagrams dropped as malformed, oversized or from a sender not admitted.", nil, nil)
 )
 
 // collector reads a Source at every scrape. It keeps no state, so concurrent
@@ -101,7 +99,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS,
 		descStart, descExitCode, descExitSignal, descExitTime, descExitInfo,
-		descOrphans, descPublished, descCutOff, descNotifyDropped,
+		descOrphans, descPublished, descCutOff,
 	} {
 		ch <- d
 	}
@@ -118,7 +116,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	collectCounter(ch, descOrphans, c.src.OrphansReaped)
 	collectCounter(ch, descPublished, c.src.EventsPublished)
 	collectCounter(ch, descCutOff, c.src.SubscribersCut)
-	collectCounter(ch, descNotifyDropped, c.src.NotifyDropped)
 }
 
 func collectCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, read func() uint64) {

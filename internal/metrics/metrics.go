@@ -5,9 +5,10 @@
 // shows exactly the registered instances, an instance that is removed simply
 // stops appearing, and nothing here grows with the number of events. The
 // daemon-wide counters are read the same way from the counters their owners
-// already keep (reaper, event log, notify socket). The one piece of state this
-// package owns is the exit-detection histogram, which the reaper's caller
-// feeds through ObserveExitDetection.
+// already keep (reaper, event log). The state this package owns is what no
+// one else counts: the exit-detection histogram, which the reaper's caller
+// feeds through ObserveExitDetection, and the dropped notify datagrams by
+// reason, fed through CountNotifyDrop.
 //
 // Conventions: base units (seconds, bytes), _total on counters, enums as one
 // gauge per possible value (1 for the current one, 0 for the others), numbers
@@ -22,19 +23,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
 )
 
 // Source is what the metrics read at scrape time; the daemon implements it.
 // Scrapes may run concurrently, so every function must be safe to call from
 // several goroutines at once. A nil function leaves its metric out (a daemon
-// without a notify socket has no dropped datagrams to report).
+// without a reaper has no orphans to report).
 type Source struct {
 	Statuses        func() []program.Status // broker.List(false): one consistent snapshot
 	OrphansReaped   func() uint64           // reaper.Orphans
 	EventsPublished func() uint64           // events.Log.Published
 	SubscribersCut  func() uint64           // events.Log.CutOffs
-	NotifyDropped   func() uint64           // the notify sockets' Dropped, summed
 }
 
 // Metrics is tend's registry: the tend collector, the exit-detection
@@ -43,6 +44,12 @@ type Source struct {
 type Metrics struct {
 	reg           *prometheus.Registry
 	exitDetection prometheus.Histogram // safe for concurrent use; no lock needed
+
+	// notifyDropped has one counter per notify.DropReasons value, made up
+	// front so every reason is a series from the first scrape (a rate over
+	// a series that appears with its first drop misses that drop). The map
+	// is read-only after New; the counters are safe for concurrent use.
+	notifyDropped map[string]prometheus.Counter
 }
 
 // exitDetectionBuckets run from 50µs to ~100ms, doubling: the reaper's path
@@ -61,9 +68,18 @@ func New(src Source) *Metrics {
 			Buckets: exitDetectionBuckets,
 		}),
 	}
+	drops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tend_notify_datagrams_dropped_total",
+		Help: "Notify socket datagrams dropped whole, by reason: malformed (empty, a NUL byte, no valid assignment), oversized (over 4096 bytes), read_error.",
+	}, []string{"reason"})
+	m.notifyDropped = make(map[string]prometheus.Counter, len(notify.DropReasons))
+	for _, r := range notify.DropReasons {
+		m.notifyDropped[r] = drops.WithLabelValues(r)
+	}
 	m.reg.MustRegister(
 		newCollector(src),
 		m.exitDetection,
+		drops,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -87,4 +103,14 @@ func (m *Metrics) ObserveExitDetection(d time.Duration) {
 		return
 	}
 	m.exitDetection.Observe(max(d, 0).Seconds())
+}
+
+// CountNotifyDrop counts one notify datagram dropped whole, under the reason
+// notify.DropReason gives err. It is a notify Socket's OnDrop: it never
+// blocks.
+func (m *Metrics) CountNotifyDrop(err error) {
+	if m == nil {
+		return
+	}
+	m.notifyDropped[notify.DropReason(err)].Inc()
 }

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -60,7 +63,6 @@ func fakeSource(sts []program.Status) Source {
 		OrphansReaped:   func() uint64 { return 7 },
 		EventsPublished: func() uint64 { return 1234 },
 		SubscribersCut:  func() uint64 { return 2 },
-		NotifyDropped:   func() uint64 { return 3 },
 	}
 }
 
@@ -151,7 +153,12 @@ func lbl(id string, kv ...string) map[string]string {
 }
 
 func TestScrapeReportsEachInstance(t *testing.T) {
-	fams := parse(t, scrape(t, New(fakeSource(fleet()))))
+	m := New(fakeSource(fleet()))
+	for range 3 {
+		m.CountNotifyDrop(fmt.Errorf("x: %w", notify.ErrMalformed))
+	}
+	m.CountNotifyDrop(notify.ErrOversized)
+	fams := parse(t, scrape(t, m))
 
 	type row struct {
 		name   string
@@ -195,7 +202,9 @@ func TestScrapeReportsEachInstance(t *testing.T) {
 		{"tend_orphans_reaped_total", nil, 7},
 		{"tend_events_published_total", nil, 1234},
 		{"tend_event_subscribers_cut_off_total", nil, 2},
-		{"tend_notify_datagrams_dropped_total", nil, 3},
+		{"tend_notify_datagrams_dropped_total", map[string]string{"reason": "malformed"}, 3},
+		{"tend_notify_datagrams_dropped_total", map[string]string{"reason": "oversized"}, 1},
+		{"tend_notify_datagrams_dropped_total", map[string]string{"reason": "read_error"}, 0},
 	}
 	for _, r := range rows {
 		got, ok := value(t, fams, r.name, r.labels)
@@ -299,12 +308,42 @@ func TestNilSourceFunctionsAreLeftOut(t *testing.T) {
 	fams := parse(t, scrape(t, New(Source{EventsPublished: func() uint64 { return 1 }})))
 	for name := range fams {
 		if strings.HasPrefix(name, "tend_instance_") || name == "tend_orphans_reaped_total" ||
-			name == "tend_notify_datagrams_dropped_total" || name == "tend_event_subscribers_cut_off_total" {
+			name == "tend_event_subscribers_cut_off_total" {
 			t.Errorf("%s reported with no source", name)
 		}
 	}
 	if v, ok := value(t, fams, "tend_events_published_total", nil); !ok || v != 1 {
 		t.Errorf("tend_events_published_total = %v, %v; want 1", v, ok)
+	}
+}
+
+// Every drop reason is a series from the first scrape, at zero; a drop of
+// each kind the notify socket reports moves its own series only.
+func TestNotifyDropsByReason(t *testing.T) {
+	m := New(Source{})
+	fams := parse(t, scrape(t, m))
+	for _, r := range notify.DropReasons {
+		if v, ok := value(t, fams, "tend_notify_datagrams_dropped_total", map[string]string{"reason": r}); !ok || v != 0 {
+			t.Errorf("reason %q before any drop: %v, %v; want 0", r, v, ok)
+		}
+	}
+	for _, err := range []error{
+		fmt.Errorf("%w: empty datagram", notify.ErrMalformed),
+		fmt.Errorf("%w: longer than 4096 bytes", notify.ErrOversized),
+		fmt.Errorf("notify: %w: %w", notify.ErrRead, errors.New("EBADF")),
+		fmt.Errorf("%w: no valid assignment", notify.ErrMalformed),
+	} {
+		m.CountNotifyDrop(err)
+	}
+	(*Metrics)(nil).CountNotifyDrop(notify.ErrMalformed) // a daemon without metrics
+	fams = parse(t, scrape(t, m))
+	for r, want := range map[string]float64{"malformed": 2, "oversized": 1, "read_error": 1} {
+		if v, _ := value(t, fams, "tend_notify_datagrams_dropped_total", map[string]string{"reason": r}); v != want {
+			t.Errorf("reason %q: %v, want %v", r, v, want)
+		}
+	}
+	if n := len(fams["tend_notify_datagrams_dropped_total"].Metric); n != len(notify.DropReasons) {
+		t.Errorf("%d series, want one per reason (%d)", n, len(notify.DropReasons))
 	}
 }
 

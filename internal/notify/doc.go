@@ -9,7 +9,10 @@
 // the socket that received it: the sender's pid is never used to attribute it
 // (as root, systemd-notify stamps its parent's pid in the credentials).
 //
-// Malformed datagrams are dropped whole and counted; a passed file descriptor
+// Each assignment of a datagram stands on its own: a bad one is skipped and
+// the rest apply. A datagram with no good assignment, a NUL byte, or more
+// than MaxDatagram bytes is dropped whole and counted, with a reason
+// (DropReason) for the daemon's metrics; a passed file descriptor
 // is always closed at once, because systemd-notify sends BARRIER=1 with a pipe
 // and waits until the server has closed it.
 //

@@ -14,15 +14,15 @@ func FuzzParse(f *testing.F) {
 		"WATCHDOG_USEC=30000000", "EXTEND_TIMEOUT_USEC=5000000", "MAINPID=4242", "ERRNO=2",
 		"X_TEND_TURN=active", "X_TEND_TURN=idle", "STOPPING=1", "RELOADING=1\nMONOTONIC_USEC=1",
 		"BARRIER=1", "STATUS=", "X_CUSTOM=1", "READY=2", "READY", "=", "\n", "", "STATUS=\xff",
-		"READY=1\x00", "MAINPID=0", "WATCHDOG_USEC=18446744073709551616", "STATUS=a\r\nREADY=1\r\n",
+		"READY=1\x00", "MAINPID=0", "READY=2\nSTATUS=ok", "STATUS=\xff\nREADY=1", "MAINPID=x\nMAINPID=7", "WATCHDOG_USEC=18446744073709551616", "STATUS=a\r\nREADY=1\r\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			if errors.Is(err, ErrOversized) != (len(b) > MaxDatagram) || DropReason(err) == DropReadError {
+				t.Fatalf("error %v for %d bytes: reason %q", err, len(b), DropReason(err))
 			}
 			if m != (Message{}) {
 				t.Fatalf("error with a non-zero Message %s", m)
@@ -32,8 +32,19 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if len(b) == 0 || len(b) > MaxDatagram || bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		if len(b) == 0 || len(b) > MaxDatagram || bytes.IndexByte(b, 0) >= 0 {
 			t.Fatalf("accepted an invalid datagram %q", b)
+		}
+		// Accepted means at least one assignment stands: a valid UTF-8
+		// line with '=' after a non-empty key.
+		good := false
+		for _, l := range bytes.FieldsFunc(b, isNewline) {
+			if k, _, ok := bytes.Cut(l, []byte("=")); ok && len(k) > 0 && utf8.Valid(l) {
+				good = true
+			}
+		}
+		if !good {
+			t.Fatalf("accepted %q, which has no well-formed assignment", b)
 		}
 		if m.SenderPID != 0 {
 			t.Fatal("Parse set SenderPID")

@@ -13,13 +13,18 @@ import (
 // truncated by the read and dropped; systemd caps notify messages the same way.
 const MaxDatagram = 4096
 
-// ErrMalformed is wrapped by every error Parse returns.
-var ErrMalformed = errors.New("malformed notify datagram")
+// The reasons a datagram is dropped whole. Every error Parse returns wraps
+// one of them; a Socket's OnDrop gets one of these or ErrRead (see
+// DropReason).
+var (
+	ErrMalformed = errors.New("malformed notify datagram")
+	ErrOversized = errors.New("oversized notify datagram")
+)
 
 // Message is one parsed datagram. Only the fields present in it are set: a nil
-// pointer or a false flag means the datagram did not carry that field. When a
-// key appears twice, every occurrence must be valid and the first one wins, as
-// in systemd.
+// pointer or a false flag means the datagram did not carry that field (or
+// carried it only with a bad value). When a key appears more than once, the
+// first valid occurrence wins, as in systemd.
 type Message struct {
 	Ready     bool // READY=1
 	Stopping  bool // STOPPING=1
@@ -48,41 +53,63 @@ type Message struct {
 // Parse parses one datagram: KEY=VALUE assignments separated by newlines. As
 // in systemd, '\r' also separates lines and empty lines are skipped, so a
 // trailing newline is fine. Unknown keys are ignored, custom X_ fields
-// included (except X_TEND_TURN). The datagram is rejected whole, with an error
-// wrapping ErrMalformed, when it is empty or has no assignment, is longer than
-// MaxDatagram, holds a NUL byte or invalid UTF-8, has a line without '=' or
-// with an empty key, or gives a known key a bad value (READY=2,
-// WATCHDOG_USEC=abc).
+// included (except X_TEND_TURN).
+//
+// Each assignment stands on its own: a bad one (a line without '=', an empty
+// key, invalid UTF-8, or a bad value for a known key such as READY=2 or
+// MAINPID=abc) is skipped and the others apply, as systemd skips a field it
+// cannot parse. The datagram is dropped whole, with an error wrapping
+// ErrMalformed, only when it holds no good assignment at all (it is empty,
+// only newlines, or every line is bad) or holds a NUL byte (systemd drops
+// those too: a C client cannot have meant it); with an error wrapping
+// ErrOversized when it is longer than MaxDatagram. A datagram of unknown
+// keys only is good: it returns a zero Message and no error.
 func Parse(b []byte) (Message, error) {
-	var m Message
 	switch {
 	case len(b) == 0:
-		return m, malformed("empty datagram")
+		return Message{}, malformed("empty datagram")
 	case len(b) > MaxDatagram:
-		return m, malformed(fmt.Sprintf("longer than %d bytes", MaxDatagram))
+		return Message{}, fmt.Errorf("%w: longer than %d bytes", ErrOversized, MaxDatagram)
 	case bytes.IndexByte(b, 0) >= 0:
-		return m, malformed("NUL byte")
-	case !utf8.Valid(b):
-		return m, malformed("invalid UTF-8")
+		return Message{}, malformed("NUL byte")
 	}
-	lines := 0
+	var m Message
+	lines, good := 0, 0
+	var first error // the first bad assignment, to say why when none is good
 	for line := range bytes.FieldsFuncSeq(b, isNewline) {
 		lines++
-		key, val, ok := bytes.Cut(line, []byte("="))
-		if !ok {
-			return Message{}, malformed(fmt.Sprintf("line %d: no '=' in %q", lines, clip(line)))
+		if err := m.assign(line); err != nil {
+			if first == nil {
+				first = fmt.Errorf("line %d: %w", lines, err)
+			}
+			continue
 		}
-		if len(key) == 0 {
-			return Message{}, malformed(fmt.Sprintf("line %d: empty key", lines))
-		}
-		if err := m.set(key, val); err != nil {
-			return Message{}, malformed(fmt.Sprintf("line %d: %s=%q: %v", lines, clip(key), clip(val), err))
-		}
+		good++
 	}
-	if lines == 0 {
+	switch {
+	case lines == 0:
 		return Message{}, malformed("no assignment")
+	case good == 0:
+		return Message{}, malformed(fmt.Sprintf("no valid assignment; %v", first))
 	}
 	return m, nil
+}
+
+// assign applies one line, or returns why it is bad and leaves m as it was.
+func (m *Message) assign(line []byte) error {
+	key, val, ok := bytes.Cut(line, []byte("="))
+	switch {
+	case !ok:
+		return fmt.Errorf("no '=' in %q", clip(line))
+	case len(key) == 0:
+		return errors.New("empty key")
+	case !utf8.Valid(line):
+		return fmt.Errorf("invalid UTF-8 in %q", clip(key))
+	}
+	if err := m.set(key, val); err != nil {
+		return fmt.Errorf("%s=%q: %v", clip(key), clip(val), err)
+	}
+	return nil
 }
 
 func isNewline(r rune) bool { return r == '\n' || r == '\r' }
@@ -136,8 +163,8 @@ func (m *Message) set(key, val []byte) error {
 	return nil
 }
 
-// flag accepts only "1": systemd ignores READY=0 and the like, which hides
-// client bugs; tend drops the datagram and counts it instead.
+// flag accepts only "1": READY=0 and the like are bad assignments (skipped,
+// and the datagram is dropped and counted when nothing else in it is good).
 func flag(dst *bool, val []byte) error {
 	if string(val) != "1" {
 		return errors.New(`want "1"`)

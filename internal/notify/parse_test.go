@@ -73,13 +73,12 @@ func TestParseMalformed(t *testing.T) {
 	}{
 		{"empty", "", "empty"},
 		{"only newlines", "\n\r\n\n", "no assignment"},
-		{"too long", "STATUS=" + strings.Repeat("x", MaxDatagram), "longer than 4096"},
 		{"NUL byte", "READY=1\x00", "NUL"},
 		{"NUL in status", "STATUS=a\x00b", "NUL"},
 		{"invalid UTF-8", "STATUS=\xff\xfe", "UTF-8"},
 		{"truncated UTF-8", "STATUS=\xc3", "UTF-8"},
+		{"invalid UTF-8 in an unknown key", "X_FOO=\xff", "UTF-8"},
 		{"line without =", "READY", "no '='"},
-		{"garbage line after valid", "READY=1\ngarbage", "line 2: no '='"},
 		{"empty key", "=1", "empty key"},
 		{"ready 2", "READY=2", "READY"},
 		{"ready 0", "READY=0", "READY"},
@@ -110,8 +109,7 @@ func TestParseMalformed(t *testing.T) {
 		{"turn busy", "X_TEND_TURN=busy", "X_TEND_TURN"},
 		{"turn empty", "X_TEND_TURN=", "X_TEND_TURN"},
 		{"turn upper", "X_TEND_TURN=ACTIVE", "X_TEND_TURN"},
-		{"valid then bad drops all", "READY=1\nSTATUS=ok\nREADY=2", "line 3"},
-		{"bad duplicate drops all", "MAINPID=5\nMAINPID=x", "MAINPID"},
+		{"every line bad names the first", "garbage\nREADY=2\nMAINPID=x", "line 1: no '='"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,14 +117,56 @@ func TestParseMalformed(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Parse(%q) = %s, want an error", tt.in, got)
 			}
-			if !errors.Is(err, ErrMalformed) {
-				t.Errorf("error %v does not wrap ErrMalformed", err)
+			if !errors.Is(err, ErrMalformed) || DropReason(err) != DropMalformed {
+				t.Errorf("error %v does not wrap ErrMalformed (reason %q)", err, DropReason(err))
 			}
 			if !strings.Contains(err.Error(), tt.why) {
 				t.Errorf("error %q does not mention %q", err, tt.why)
 			}
 			if got != (Message{}) {
 				t.Errorf("Parse returned %s with its error, want a zero Message", got)
+			}
+		})
+	}
+}
+
+func TestParseOversized(t *testing.T) {
+	for _, n := range []int{MaxDatagram + 1, 64 << 10} {
+		in := "READY=1\nSTATUS=" + strings.Repeat("x", n-len("READY=1\nSTATUS="))
+		got, err := Parse([]byte(in))
+		if !errors.Is(err, ErrOversized) || DropReason(err) != DropOversized || got != (Message{}) {
+			t.Errorf("%d bytes: %s, %v; want a zero Message and ErrOversized", n, got, err)
+		}
+	}
+}
+
+// Each assignment stands on its own (SPEC 7): a bad field is skipped, the
+// others apply, and the datagram is not dropped.
+func TestParseBadFieldsStandAlone(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want Message
+	}{
+		{"bad READY among good", "READY=2\nSTATUS=ok\nWATCHDOG=1", Message{Status: ptr("ok"), Watchdog: true}},
+		{"bad MAINPID keeps READY", "READY=1\nMAINPID=abc", Message{Ready: true}},
+		{"line without = keeps the rest", "READY=1\ngarbage\nSTATUS=x", Message{Ready: true, Status: ptr("x")}},
+		{"empty key keeps the rest", "=1\nSTOPPING=1", Message{Stopping: true}},
+		{"invalid UTF-8 line keeps the rest", "STATUS=\xff\nREADY=1", Message{Ready: true}},
+		{"first valid occurrence wins", "MAINPID=x\nMAINPID=5\nMAINPID=6", Message{MainPID: ptr(5)}},
+		{"bad watchdog usec keeps the heartbeat", "WATCHDOG=1\nWATCHDOG_USEC=-5", Message{Watchdog: true}},
+		{"bad turn keeps the status", "X_TEND_TURN=busy\nSTATUS=thinking", Message{Status: ptr("thinking")}},
+		{"unknown key makes a bad one harmless", "X_FOO=1\nREADY=2", Message{}},
+		{"systemd-notify with a bad extra field", "READY=1\nSTATUS=waiting for work\nERRNO=nope", Message{Ready: true, Status: ptr("waiting for work")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.in))
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse(%q)\n got %s\nwant %s", tt.in, got, tt.want)
 			}
 		})
 	}

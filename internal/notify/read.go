@@ -22,11 +22,9 @@ var bufPool = sync.Pool{New: func() any {
 // datagram is one datagram as read, its descriptors already closed.
 type datagram struct {
 	buf       *buffer
-	n         int    // bytes of buf.data received
-	truncated bool   // longer than MaxDatagram
-	hasCreds  bool   // whether pid and uid are known
-	pid       int32  // sender pid from SCM_CREDENTIALS
-	uid       uint32 // sender uid from SCM_CREDENTIALS
+	n         int   // bytes of buf.data received
+	truncated bool  // longer than MaxDatagram
+	pid       int32 // sender pid from SCM_CREDENTIALS, 0 when unknown
 }
 
 // read reads one queued datagram from the non-blocking fd; unix.EAGAIN
@@ -52,7 +50,7 @@ func (s *Socket) read(fd int) (datagram, error) {
 }
 
 // readControl closes every passed descriptor at once (systemd-notify's
-// barrier waits for exactly that) and notes the sender's credentials.
+// barrier waits for exactly that) and notes the sender's pid.
 func (d *datagram) readControl(oob []byte) {
 	for len(oob) >= unix.CmsgLen(0) {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
@@ -72,7 +70,7 @@ func (d *datagram) readControl(oob []byte) {
 			}
 		case unix.SCM_CREDENTIALS:
 			if cred, err := unix.ParseUnixCredentials(&scm); err == nil {
-				d.hasCreds, d.pid, d.uid = true, cred.Pid, cred.Uid
+				d.pid = cred.Pid
 			}
 		}
 	}
@@ -82,11 +80,7 @@ func (d *datagram) readControl(oob []byte) {
 func (s *Socket) deliver(d datagram) {
 	s.received.Add(1)
 	if d.truncated {
-		s.drop(fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxDatagram))
-		return
-	}
-	if s.allowUID != nil && (!d.hasCreds || !s.allowUID[d.uid]) {
-		s.drop(fmt.Errorf("notify: %w: uid %d (pid %d) on %s", ErrNotAdmitted, d.uid, d.pid, s.addr))
+		s.drop(fmt.Errorf("%w: longer than %d bytes", ErrOversized, MaxDatagram))
 		return
 	}
 	m, err := Parse(d.buf.data[:d.n])

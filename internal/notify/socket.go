@@ -1,8 +1,6 @@
 package notify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,39 +31,37 @@ var oobSize = unix.CmsgSpace(unix.SizeofUcred) + unix.CmsgSpace(scmMaxFD*4)
 type Options struct {
 	// Mode is the socket file's permission bits. Zero means 0600: only tend's
 	// user (and root) may send. Connecting needs write permission, so a child
-	// running as another user needs Owner or a mode such as 0666. Ignored for
-	// abstract sockets, which have no file.
+	// running as another user needs Owner or a mode such as 0666.
 	Mode fs.FileMode
 
 	// Owner, when not nil, becomes the socket file's owner (tend must be
 	// root), so a child running as that user can send with the default mode.
-	// On an abstract socket its UID is admitted as a sender (see Listen).
 	Owner *Owner
 
 	// OnDrop, when not nil, is called on the epoll loop with the reason
-	// for each dropped datagram (an error wrapping ErrMalformed, or a read
-	// problem). It must not block.
+	// for each dropped datagram: an error wrapping ErrMalformed or
+	// ErrOversized, or ErrRead when reading fails. DropReason names it for
+	// a metric's label. It must not block.
 	OnDrop func(error)
 }
 
 // Owner is a user and group id.
 type Owner struct{ UID, GID int }
 
-// ErrNotAdmitted is wrapped by the drop reason of a datagram an abstract
-// socket received from a user it does not admit (see ListenOptions).
-var ErrNotAdmitted = errors.New("sender not admitted")
+// ErrPathTooLong is returned by Listen for a path clients cannot connect to:
+// longer than sun_path allows. The caller picks a shorter one (tend's
+// supervisor uses a short private directory).
+var ErrPathTooLong = errors.New("socket path too long")
 
 // Socket is one instance's notify socket. Its fields are set by Listen and
 // only read afterwards, except the atomic counters and the Close state. It
 // has no goroutine of its own: the shared epoll loop reads it (see
 // internal/epoll), and owns each datagram's buffer while it handles it.
 type Socket struct {
-	addr     string       // what to put in NOTIFY_SOCKET
-	path     string       // socket file to remove on Close; "" when abstract
-	watch    *epoll.Watch // owns the socket's descriptor
-	handler  func(Message)
-	onDrop   func(error)
-	allowUID map[uint32]bool // abstract sockets only: admitted sender uids; nil admits all
+	path    string       // the socket file, absolute: NOTIFY_SOCKET's value
+	watch   *epoll.Watch // owns the socket's descriptor
+	handler func(Message)
+	onDrop  func(error)
 
 	received atomic.Uint64
 	dropped  atomic.Uint64
@@ -89,12 +85,13 @@ func Listen(path string, handler func(Message)) (*Socket, error) {
 // sd_notify.
 //
 // A stale socket file at path is replaced (the daemon's state-directory lock
-// makes it ours); any other file there is an error. When the absolute path is
-// longer than 107 bytes, the socket is abstract instead, "@tend/<hash of
-// path>". An abstract socket has no permissions, so its reader drops
-// datagrams from any uid other than root, tend's own and opt.Owner's.
+// makes it ours); any other file there is an error. An absolute path longer
+// than 107 bytes is an error wrapping ErrPathTooLong: sd_notify clients need
+// the NUL after it in sun_path. There is no abstract-socket fallback: an
+// abstract name has no permissions, so any local user could send to it.
 //
-// SO_PASSCRED is on, so the kernel attaches the sender's credentials.
+// SO_PASSCRED is on, so the kernel attaches the sender's credentials (its
+// pid goes into Message.SenderPID, for logs).
 func ListenOptions(path string, handler func(Message), opt Options) (*Socket, error) {
 	if handler == nil {
 		return nil, errors.New("notify: nil handler")
@@ -107,17 +104,13 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	if mode == 0 {
 		mode = 0o600
 	}
-	s := &Socket{addr: abs, path: abs, handler: handler, onDrop: opt.OnDrop}
 	if len(abs) > maxPathLen {
-		sum := sha256.Sum256([]byte(abs))
-		s.addr, s.path = "@tend/"+hex.EncodeToString(sum[:16]), ""
-		s.allowUID = map[uint32]bool{0: true, uint32(os.Geteuid()): true}
-		if opt.Owner != nil {
-			s.allowUID[uint32(opt.Owner.UID)] = true
-		}
-	} else if err := removeStale(abs); err != nil {
+		return nil, fmt.Errorf("notify: %w: %s is %d bytes, the limit is %d", ErrPathTooLong, abs, len(abs), maxPathLen)
+	}
+	if err := removeStale(abs); err != nil {
 		return nil, err
 	}
+	s := &Socket{path: abs, handler: handler, onDrop: opt.OnDrop}
 	fd, err := s.bind(mode, opt.Owner)
 	if err != nil {
 		return nil, err
@@ -128,9 +121,7 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	}
 	if err != nil {
 		unix.Close(fd)
-		if s.path != "" {
-			os.Remove(s.path)
-		}
+		os.Remove(s.path)
 		return nil, fmt.Errorf("notify: %w", err)
 	}
 	return s, nil
@@ -164,25 +155,22 @@ func (s *Socket) bind(mode fs.FileMode, owner *Owner) (int, error) {
 		return -1, fmt.Errorf("notify: socket: %w", err)
 	}
 	err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
-	if err == nil && s.path != "" {
+	if err == nil {
 		err = unix.Fchmod(fd, uint32(mode))
 	}
 	if err == nil {
-		// A leading '@' makes the address abstract.
-		if err = unix.Bind(fd, &unix.SockaddrUnix{Name: s.addr}); err != nil {
-			err = &net.OpError{Op: "listen", Net: "unixgram", Addr: &net.UnixAddr{Name: s.addr, Net: "unixgram"}, Err: os.NewSyscallError("bind", err)}
+		if err = unix.Bind(fd, &unix.SockaddrUnix{Name: s.path}); err != nil {
+			err = &net.OpError{Op: "listen", Net: "unixgram", Addr: &net.UnixAddr{Name: s.path, Net: "unixgram"}, Err: os.NewSyscallError("bind", err)}
 		}
 	}
 	if err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("notify: %w", err)
 	}
-	if s.path != "" {
-		if err := s.setOwnerMode(mode, owner); err != nil {
-			unix.Close(fd)
-			os.Remove(s.path)
-			return -1, err
-		}
+	if err := s.setOwnerMode(mode, owner); err != nil {
+		unix.Close(fd)
+		os.Remove(s.path)
+		return -1, err
 	}
 	return fd, nil
 }
@@ -200,16 +188,15 @@ func (s *Socket) setOwnerMode(mode fs.FileMode, owner *Owner) error {
 	return nil
 }
 
-// Addr returns the value for NOTIFY_SOCKET: the absolute socket path, or
-// "@tend/…" for an abstract socket.
-func (s *Socket) Addr() string { return s.addr }
+// Addr returns the value for NOTIFY_SOCKET: the absolute socket path.
+func (s *Socket) Addr() string { return s.path }
 
 // Received returns how many datagrams were read, valid or not.
 func (s *Socket) Received() uint64 { return s.received.Load() }
 
-// Dropped returns how many datagrams were dropped (malformed, oversized, or
-// from a sender not admitted on an abstract socket). They never reached the
-// handler.
+// Dropped returns how many datagrams were dropped (malformed or oversized).
+// They never reached the handler. A datagram with some bad assignments among good ones is not
+// dropped: its good ones reach the handler.
 func (s *Socket) Dropped() uint64 { return s.dropped.Load() }
 
 // Close removes the socket file, closes the socket and waits for the reader
@@ -219,10 +206,8 @@ func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
 		// Remove the path before closing: once it is gone nobody else can bind
 		// a new socket there that this Remove would delete.
-		if s.path != "" {
-			if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.closeErr = fmt.Errorf("notify: %w", err)
-			}
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.closeErr = fmt.Errorf("notify: %w", err)
 		}
 		// Once Close returns the loop is not in the handler and never will be.
 		if err := s.watch.Close(); err != nil && s.closeErr == nil {
@@ -247,7 +232,7 @@ func (s *Socket) readable(fd int) bool {
 		}
 		if err != nil {
 			if s.onDrop != nil {
-				s.onDrop(fmt.Errorf("notify: read: %w; %s no longer read", err, s.addr))
+				s.onDrop(fmt.Errorf("notify: %w: %w; %s no longer read", ErrRead, err, s.path))
 			}
 			return false
 		}

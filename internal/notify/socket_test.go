@@ -116,31 +116,24 @@ func TestGoSystemdSdNotify(t *testing.T) {
 	}
 }
 
-// A path past sun_path's limit becomes an abstract socket that go-systemd
-// reaches through its '@' form.
-func TestAbstractWhenPathTooLong(t *testing.T) {
+// A path past sun_path's limit is refused: there is no abstract fallback
+// (an abstract name has no permissions), and no file is left behind.
+func TestPathTooLong(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, strings.Repeat("x", 120-len(dir)-1))
-	if len(path) != 120 {
+	path := filepath.Join(dir, strings.Repeat("x", maxPathLen+1-len(dir)-1))
+	if len(path) != maxPathLen+1 {
 		t.Fatalf("path is %d bytes", len(path))
 	}
-	s, ch := listen(t, path, Options{})
-	if !strings.HasPrefix(s.Addr(), "@tend/") || len(s.Addr()) > maxPathLen {
-		t.Fatalf("Addr() = %q, want a short @tend/ name", s.Addr())
+	s, err := Listen(path, func(Message) {})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Listen bound a %d-byte path as %q", len(path), s.Addr())
+	}
+	if !errors.Is(err, ErrPathTooLong) || !strings.Contains(err.Error(), path) {
+		t.Errorf("error %v does not wrap ErrPathTooLong and name the path", err)
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("abstract socket left a file at the path: %v", err)
-	}
-	t.Setenv("NOTIFY_SOCKET", s.Addr())
-	if sent, err := daemon.SdNotify(false, "READY=1\nSTATUS=abstract"); !sent || err != nil {
-		t.Fatalf("SdNotify = %v, %v", sent, err)
-	}
-	if m := next(t, ch); !m.Ready || m.Status == nil || *m.Status != "abstract" {
-		t.Fatalf("got %q", m)
-	}
-	// The same long path always maps to the same name, so it is taken now.
-	if _, err := Listen(path, func(Message) {}); err == nil {
-		t.Fatal("a second socket bound the same abstract name")
+		t.Errorf("a refused path left a file: %v", err)
 	}
 }
 
@@ -153,51 +146,56 @@ func TestPathLimit(t *testing.T) {
 	}
 }
 
-// garbage returns at least 64 KiB of datagrams that must all be dropped.
-func garbage() [][]byte {
+// garbage returns at least 64 KiB of datagrams that must all be dropped,
+// each with the reason the test expects.
+func garbage() (out [][]byte, reasons []string) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var out [][]byte
 	total := 0
-	add := func(b []byte) { out = append(out, b); total += len(b) }
-	add([]byte{})
-	add([]byte("\n\n"))
-	add([]byte("READY"))
-	add([]byte("=1"))
-	add([]byte("READY=2"))
-	add([]byte("WATCHDOG_USEC=abc"))
-	add([]byte("READY=1\x00"))
-	add([]byte("STATUS=\xff"))
-	add([]byte("READY=1\nno equals sign here"))
-	add([]byte("READY=1\n" + strings.Repeat("S", MaxDatagram)))         // oversized; its second line has no '='
-	add([]byte("STATUS=" + strings.Repeat("x", MaxDatagram+1-7)))       // exactly MaxDatagram+1
-	add([]byte("READY=1\nSTATUS=" + strings.Repeat("y", 60000) + "\n")) // far oversized
+	add := func(reason string, b []byte) {
+		out, reasons = append(out, b), append(reasons, reason)
+		total += len(b)
+	}
+	for _, b := range []string{
+		"", "\n\n", "READY", "=1", "READY=2", "WATCHDOG_USEC=abc", "READY=1\x00",
+		"STATUS=\xff", "READY=2\nno equals sign here\nMAINPID=0",
+	} {
+		add(DropMalformed, []byte(b))
+	}
+	add(DropOversized, []byte("READY=1\n"+strings.Repeat("S", MaxDatagram)))       // its first line is good
+	add(DropOversized, []byte("STATUS="+strings.Repeat("x", MaxDatagram+1-7)))     // exactly MaxDatagram+1
+	add(DropOversized, []byte("READY=1\nSTATUS="+strings.Repeat("y", 60000)+"\n")) // far oversized
 	for total < 64<<10 {
 		b := make([]byte, 1+r.IntN(600))
 		for i := range b {
 			b[i] = byte(r.Uint32())
 		}
-		b[r.IntN(len(b))] = 0xff // never valid UTF-8
-		add(b)
+		b[r.IntN(len(b))] = 0 // a NUL voids the whole datagram
+		add(DropMalformed, b)
 		lines := make([]string, 1+r.IntN(20))
 		for i := range lines {
 			lines[i] = fmt.Sprintf("KEY_%d value %d", i, r.IntN(1000)) // lines without '='
 		}
-		add([]byte(strings.Join(lines, "\n")))
+		add(DropMalformed, []byte(strings.Join(lines, "\n")))
+		lines = lines[:0]
+		for i := range 1 + r.IntN(20) {
+			lines = append(lines, fmt.Sprintf("X_KEY_%d=\xff%d", i, r.IntN(1000))) // no line valid UTF-8
+		}
+		add(DropMalformed, []byte(strings.Join(lines, "\n")))
 	}
-	return out
+	return out, reasons
 }
 
 func TestGarbageIsDroppedAndCounted(t *testing.T) {
-	var reasons []error // owned by the epoll loop until the sentinel arrives
-	s, ch := listen(t, sockPath(t), Options{OnDrop: func(err error) { reasons = append(reasons, err) }})
+	var got []error // owned by the epoll loop until the sentinel arrives
+	s, ch := listen(t, sockPath(t), Options{OnDrop: func(err error) { got = append(got, err) }})
 	c := dial(t, s)
-	junk := garbage()
+	junk, want := garbage()
 	for _, b := range junk {
 		send(t, c, b, nil)
 	}
 	send(t, c, []byte("READY=1\nSTATUS=after the garbage"), nil)
 	m := next(t, ch)
-	if !m.Ready || *m.Status != "after the garbage" {
+	if !m.Ready || m.Status == nil || *m.Status != "after the garbage" {
 		t.Fatalf("first message to reach the handler: %q", m)
 	}
 	if got, want := s.Dropped(), uint64(len(junk)); got != want {
@@ -206,18 +204,34 @@ func TestGarbageIsDroppedAndCounted(t *testing.T) {
 	if got, want := s.Received(), uint64(len(junk)+1); got != want {
 		t.Errorf("Received() = %d, want %d", got, want)
 	}
-	if len(reasons) != len(junk) {
-		t.Fatalf("OnDrop called %d times, want %d", len(reasons), len(junk))
+	if len(got) != len(junk) {
+		t.Fatalf("OnDrop called %d times, want %d", len(got), len(junk))
 	}
-	for _, err := range reasons {
-		if !errors.Is(err, ErrMalformed) {
-			t.Errorf("drop reason %v does not wrap ErrMalformed", err)
+	for i, err := range got {
+		if DropReason(err) != want[i] {
+			t.Errorf("datagram %d (%q): reason %q (%v), want %q", i, clip(junk[i]), DropReason(err), err, want[i])
 		}
 	}
 	select {
 	case m := <-ch:
 		t.Fatalf("garbage reached the handler: %q", m)
 	default:
+	}
+}
+
+// A datagram with a bad field among good ones reaches the handler with the
+// good ones and is not counted as dropped.
+func TestBadFieldDoesNotVoidTheDatagram(t *testing.T) {
+	var drops []error // owned by the epoll loop until the message arrives
+	s, ch := listen(t, sockPath(t), Options{OnDrop: func(err error) { drops = append(drops, err) }})
+	c := dial(t, s)
+	send(t, c, []byte("READY=2\nMAINPID=abc\nSTATUS=half good\nWATCHDOG_USEC=5000000\ngarbage"), nil)
+	m := next(t, ch)
+	if m.Ready || m.MainPID != nil || m.Status == nil || *m.Status != "half good" || m.WatchdogUSec == nil || *m.WatchdogUSec != 5000000 {
+		t.Fatalf("got %q, want STATUS=half good and WATCHDOG_USEC=5000000 only", m)
+	}
+	if s.Dropped() != 0 || len(drops) != 0 {
+		t.Fatalf("Dropped() = %d, OnDrop %v; want nothing dropped", s.Dropped(), drops)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/limits"
 )
 
 // Forking from a small descriptor table.
@@ -56,13 +58,31 @@ func StartForker() { forkerOnce.Do(startForker) }
 // attr.Files and attr.Sys.CgroupFD name descriptors of the daemon's table.
 func forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	StartForker()
+	var pid int
+	var err error
 	if forkerReqs == nil {
-		return syscall.ForkExec(path, argv, attr)
+		pid, err = syscall.ForkExec(path, argv, attr)
+	} else {
+		reply := make(chan forkRes, 1)
+		forkerReqs <- forkReq{path: path, argv: argv, attr: attr, reply: reply}
+		r := <-reply
+		pid, err = r.pid, r.err
 	}
-	reply := make(chan forkRes, 1)
-	forkerReqs <- forkReq{path: path, argv: argv, attr: attr, reply: reply}
-	r := <-reply
-	return r.pid, r.err
+	if err == nil {
+		restoreLimits(pid)
+	}
+	return pid, err
+}
+
+// restoreLimits gives a run the descriptor limit tend itself was started
+// with when tend raised its own for a big fleet (SPEC 14): Go puts the
+// original back in a child only while the process's limit is the one Go
+// set at start. The run's first instructions run with the raised limit;
+// nothing between fork and exec can be added to syscall.ForkExec.
+func restoreLimits(pid int) {
+	if lim, apply := limits.ForRuns(); apply {
+		_ = unix.Prlimit(pid, unix.RLIMIT_NOFILE, &lim, nil)
+	}
 }
 
 func startForker() {

@@ -3,7 +3,9 @@
 // own process group, and stdout/stderr captured to the instance's rotated log
 // file. The fork happens inside the reaper's registry lock (reaper.Spawn), so
 // the exit can only ever reach the run's owner. Nothing here waits for a
-// child: the reaper delivers every exit.
+// child: the reaper delivers every exit. A run of a program with `watchdog`
+// starts through an exec shim (shim.go) that gives it WATCHDOG_PID, its own
+// pid, as systemd does.
 package spawn
 
 import (
@@ -29,12 +31,16 @@ var baseEnv = sync.OnceValue(os.Environ)
 const notifyVar = "NOTIFY_SOCKET"
 
 // Env is the environment of an instance's runs: tend's own, the Spec's env
-// on top, the TEND_* variables that tell a run who it is, and
-// NOTIFY_SOCKET=notifySocket. A NOTIFY_SOCKET of tend's own (systemd's, when
-// tend is a notify service) never reaches a run: with notifySocket "" the
-// run gets the Spec's, or none. A variable of tend's that nothing overrides
-// keeps its place and shares its string; an override takes the place of the
-// variable it replaces, and new ones follow in name order.
+// on top, the TEND_* variables that tell a run who it is,
+// NOTIFY_SOCKET=notifySocket, and with the Spec's watchdog set,
+// WATCHDOG_USEC (the watchdog in µs, as systemd gives it; Start adds
+// WATCHDOG_PID, the run's own pid, through the exec shim). The
+// NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID of tend's own (systemd's,
+// when tend is a notify service) never reach a run: without the
+// instance's own the run gets the Spec's, or none. A variable of tend's
+// that nothing overrides keeps its place and shares its string; an override
+// takes the place of the variable it replaces, and new ones follow in name
+// order.
 func Env(s *program.Spec, k int, notifySocket string) []string {
 	over := make(map[string]string, len(s.Env)+8)
 	for key, val := range AccountEnv(s.User) { // the program's own env may still override these
@@ -49,6 +55,11 @@ func Env(s *program.Spec, k int, notifySocket string) []string {
 	if notifySocket != "" {
 		over[notifyVar] = notifySocket
 	}
+	if s.Watchdog > 0 {
+		if _, ok := s.Env[watchdogUSecVar]; !ok {
+			over[watchdogUSecVar] = strconv.FormatInt(max(s.Watchdog.Microseconds(), 1), 10)
+		}
+	}
 
 	base := baseEnv()
 	out := make([]string, 0, len(base)+len(over))
@@ -57,7 +68,7 @@ func Env(s *program.Spec, k int, notifySocket string) []string {
 		key, _, _ := strings.Cut(kv, "=")
 		val, ok := over[key]
 		switch {
-		case !ok && key == notifyVar: // tend's own supervisor's, not the run's
+		case !ok && (key == notifyVar || key == watchdogUSecVar || key == watchdogPIDVar): // tend's own supervisor's, not the run's
 		case !ok:
 			out = append(out, kv)
 		case !seen[key]: // the first of duplicates takes the override
@@ -137,7 +148,11 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if req.Cgroup != nil {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(req.Cgroup.Fd())
 	}
-	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, req.Owner, true)
+	l := newLaunch(path, argv, attr, req.Spec.Watchdog > 0, req.Owner)
+	pid, err := r.Spawn(l.fork, l.owner, true)
+	if err == nil {
+		err = l.wait(r, pid)
+	}
 	// The child has its copies; EOF comes when it and its heirs close theirs.
 	stdout.Close()
 	stderr.Close()

@@ -63,7 +63,7 @@ func TestEnvNotifySocketIsTheInstances(t *testing.T) {
 	if got := notifyVars(Env(s, 0, "")); !slices.Equal(got, []string{"/custom"}) {
 		t.Errorf("the spec's own: NOTIFY_SOCKET %q", got)
 	}
-	if got := notifyVars(Env(s, 0, "@tend/abc")); !slices.Equal(got, []string{"@tend/abc"}) {
+	if got := notifyVars(Env(s, 0, "/run/tend/x/w-0.sock")); !slices.Equal(got, []string{"/run/tend/x/w-0.sock"}) {
 		t.Errorf("the instance's socket wins over the spec's: NOTIFY_SOCKET %q", got)
 	}
 }

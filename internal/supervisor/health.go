@@ -143,7 +143,7 @@ func (in *Instance) openNotify() error {
 	if in.deps.NotifyDir == "" || in.sock != nil {
 		return nil
 	}
-	var opts notify.Options
+	opts := notify.Options{OnDrop: in.deps.NotifyDrop}
 	own := true
 	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
 		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
@@ -297,6 +297,9 @@ func (in *Instance) onNotify(m notify.Message) {
 	if m.WatchdogUSec != nil {
 		in.r.watchdog = time.Duration(*m.WatchdogUSec) * time.Microsecond
 		in.r.heartbeat = now
+		if in.r.watchdog > 0 && in.ticker == nil { // armed by a program without `watchdog`
+			in.ticker = time.NewTicker(time.Second)
+		}
 	}
 	if m.Watchdog {
 		in.r.heartbeat = now

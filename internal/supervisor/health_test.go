@@ -46,6 +46,16 @@ func fakeChild(mode string) {
 			fmt.Println("beat")
 			time.Sleep(200 * time.Millisecond)
 		}
+	case "careful": // beats only if SdWatchdogEnabled says so, as a careful client does
+		if every, _ := daemon.SdWatchdogEnabled(false); every > 0 {
+			sdNotify("READY=1")
+			fmt.Println("beating every", every/2)
+			for {
+				sdNotify("WATCHDOG=1")
+				time.Sleep(every / 2)
+			}
+		}
+		fmt.Println("watchdog not enabled")
 	case "trigger":
 		sdNotify("READY=1")
 		time.Sleep(300 * time.Millisecond)

@@ -40,10 +40,12 @@ type Deps struct {
 	Cgroups *cgroup.Tree
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
-	Record   func(id string, pid, run int, started time.Time)
-	Tree     Tree                // reads a run's tree RSS for max_rss; nil = no memory watchdog
-	Dropped  func()              // counts a notify message dropped because the instance was busy
-	Detected func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
+	Record func(id string, pid, run int, started time.Time)
+	Tree   Tree // reads a run's tree RSS for max_rss; nil = no memory watchdog
+	// NotifyDrop hears each datagram a notify socket dropped (malformed,
+	// oversized, a read error), for the metrics; it must not block.
+	NotifyDrop func(error)
+	Detected   func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
 }
 
 // Tree reads a run's process tree (package proctree): its summed RSS for

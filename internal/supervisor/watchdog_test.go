@@ -1,0 +1,59 @@
+package supervisor
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// A client that asks go-systemd's SdWatchdogEnabled before it beats (as
+// sd_watchdog_enabled users do) sees the program's watchdog, beats, and is
+// never wedge-restarted. Without WATCHDOG_USEC and WATCHDOG_PID it would not
+// beat, and would be restarted within a few seconds.
+func TestCarefulClientBeatsUnderWatchdog(t *testing.T) {
+	h := newHealthHarness(t)
+	s := fakeSpec("careful", "careful")
+	s.Watchdog, s.Ready = time.Second, program.ReadyNotify
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the client to see its watchdog", func() bool {
+		out := h.output("careful:0")
+		if strings.Contains(out, "watchdog not enabled") {
+			t.Fatalf("SdWatchdogEnabled returned 0 in the run:\n%s", out)
+		}
+		return strings.Contains(out, "beating every 500ms")
+	})
+	h.waitFor("READY=1", func() bool { return h.status("careful:0").Ready })
+	pid := *h.status("careful:0").PID
+	// Several watchdog periods (and wedge checks) pass without a restart.
+	time.Sleep(4 * time.Second)
+	if st := h.status("careful:0"); st.Restarts.WedgeRestart != 0 || st.PID == nil || *st.PID != pid {
+		t.Fatalf("the beating client was restarted: %+v\n%s", st, h.dump())
+	}
+}
+
+// WATCHDOG_USEC=N from a run arms the watchdog even when the program has no
+// `watchdog` key: a run that then goes silent is wedge-restarted.
+func TestWatchdogUSecArmsWithoutWatchdogKey(t *testing.T) {
+	if _, err := exec.LookPath("systemd-notify"); err != nil {
+		t.Skip("systemd-notify is not installed (Debian package systemd; .ci/run installs it)")
+	}
+	h := newHealthHarness(t)
+	s := spec("arms", "/bin/sh", "-c", `systemd-notify WATCHDOG_USEC=700000 && echo armed; exec sleep 1000`)
+	s.WedgeRestartGrace = 2 * time.Second
+	if s.Watchdog != 0 {
+		t.Fatalf("spec has watchdog %s", s.Watchdog)
+	}
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("a wedge restart", func() bool { return h.status("arms:0").Restarts.WedgeRestart >= 1 })
+	w := h.matching(program.KindWedged, "arms:0")
+	if len(w) == 0 || data[program.Wedged](w[0]).Source != "watchdog" {
+		t.Fatalf("wedged: %+v", w)
+	}
+}
