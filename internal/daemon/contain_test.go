@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
@@ -203,7 +204,13 @@ func TestCgroupAHundredEndsOfALeakerLeaveNothing(t *testing.T) {
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", cg, leaker(mark, true)))
-	waitFor(t, "a hundred runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 100 })
+	deadline := time.Now().Add(3 * time.Minute) // a hundred runs take a while under -race
+	for st, _ := c.Status("leak:0"); st.Run < 100; st, _ = c.Status("leak:0") {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d runs in 3 minutes", st.Run)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// Each run's leader exits on its own; its group is killed as it does.
 	// Had any run left one behind, the stop of the last would not end it.
 	if _, err := c.Stop("leak"); err != nil {
