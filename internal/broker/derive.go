@@ -24,6 +24,9 @@ func Derive(s program.Snapshot, now time.Time) program.Status {
 		}
 	}
 	st.TurnActive = alive && turnActive(s, now)
+	if alive && !s.TurnWait.IsZero() {
+		st.TurnWaitUntil = &program.Time{Time: s.TurnWait}
+	}
 	st.Lifecycle = Lifecycle(st.State, alive, st.Agent, st.TurnActive, st.LastExit)
 	st.Why = why(s, &st, now)
 	return st

@@ -45,8 +45,16 @@ func (e *env) doctorCmd() *cobra.Command {
 
 func writeDoctor(w io.Writer, rep *program.DoctorReport, since time.Duration) {
 	fmt.Fprintf(w, "tend doctor: the last %s (%d events)\n", since, rep.Events)
+	if rep.Tracking != "" {
+		line := "containment: " + rep.Tracking
+		if rep.TrackingWhy != "" {
+			line += " (" + rep.TrackingWhy + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 	if len(rep.Programs) == 0 {
 		fmt.Fprintln(w, "\nno events in this period")
+		writeAdvice(w, rep.Advice, false)
 		return
 	}
 	fmt.Fprintln(w, "\nexits by cause:")
@@ -62,13 +70,19 @@ func writeDoctor(w io.Writer, rep *program.DoctorReport, since time.Duration) {
 			fmt.Fprintf(w, "  %-16s wedges: %s\n", "", counts(p.Wedges))
 		}
 	}
-	fmt.Fprintln(w)
-	if len(rep.Advice) == 0 {
-		fmt.Fprintln(w, "nothing to fix: no crash loops, memory drains, wedges or budget warnings")
+	writeAdvice(w, rep.Advice, true)
+}
+
+// writeAdvice writes the advice lines, or (with allClear) that there are none.
+func writeAdvice(w io.Writer, advice []string, allClear bool) {
+	if len(advice) == 0 {
+		if allClear {
+			fmt.Fprintln(w, "\nnothing to fix: no crash loops, memory drains, wedges or budget warnings")
+		}
 		return
 	}
-	fmt.Fprintln(w, "advice:")
-	for _, a := range rep.Advice {
+	fmt.Fprintln(w, "\nadvice:")
+	for _, a := range advice {
 		fmt.Fprintf(w, "  - %s\n", a)
 	}
 }

@@ -160,5 +160,14 @@ func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Sub
 
 func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	now := time.Now()
-	return doctor.Scan(b.d.state.Audit, now.Add(-since), now)
+	rep, err := doctor.Scan(b.d.state.Audit, now.Add(-since), now)
+	if err != nil {
+		return nil, err
+	}
+	rep.Tracking, rep.TrackingWhy = b.d.tracking, b.d.trackingWhy
+	if rep.Tracking != program.TrackingCgroup {
+		rep.Advice = append(rep.Advice, "runs are tracked by process group and tree, not cgroups ("+rep.TrackingWhy+
+			"): a process that leaves both is ended only if tend saw it; for full containment run tend as root on a cgroup v2 host, or as the shipped systemd unit (Delegate=yes)")
+	}
+	return rep, nil
 }

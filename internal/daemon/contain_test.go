@@ -154,6 +154,9 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	if contains(members, os.Getpid()) {
 		t.Error("the daemon is in its run's group")
 	}
+	if rep, err := c.Doctor(time.Hour); err != nil || rep.Tracking != program.TrackingCgroup {
+		t.Errorf("doctor: %+v %v; want tracking cgroup", rep, err)
+	}
 	st, _ := c.Status("leak:0")
 	if st.Tracking != program.TrackingCgroup || len(st.Processes) != 3 {
 		t.Errorf("status tracking %q with %d processes, want cgroup and 3: %+v", st.Tracking, len(st.Processes), st.Processes)
@@ -233,6 +236,9 @@ func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
 	st, _ := c.Status("leak:0")
 	if st.Tracking == program.TrackingCgroup {
 		t.Errorf("cgroup = \"off\" gave tracking %q", st.Tracking)
+	}
+	if rep, err := c.Doctor(time.Hour); err != nil || rep.Tracking != program.TrackingGroup || !strings.Contains(strings.Join(rep.Advice, "\n"), "not cgroups") {
+		t.Errorf("doctor: %+v %v; want tracking group and advice on containment", rep, err)
 	}
 	evs, _ := c.Events(0)
 	for _, e := range evs {

@@ -64,7 +64,9 @@ var (
 	descDegraded = instanceDesc("tend_instance_degraded",
 		"1 from the moment crash_count reaches max_crashes until a run outlives stable_run_reset, else 0.")
 	descRSS = instanceDesc("tend_instance_resident_memory_bytes",
-		"Resident memory of the instance's process tree (the sum over its processes) in bytes; 0 when nothing runs.")
+		"Memory the instance's run holds in bytes: its cgroup's memory.current with the memory controller, else the resident memory summed over its processes; 0 when nothing runs.")
+	descPeak = instanceDesc("tend_instance_peak_memory_bytes",
+		"The highest memory of the instance's current run in bytes: its cgroup's memory.peak where the kernel keeps it, else the highest sample of the memory watchdog; 0 when unknown.")
 	descStart = instanceDesc("tend_instance_start_time_seconds",
 		"Start time of the instance's current run since the Unix epoch in seconds; absent when nothing runs.")
 	descExitCode = instanceDesc("tend_instance_last_exit_code",
@@ -83,6 +85,8 @@ var (
 		"Events published (numbered, logged and fanned out) since the daemon started.", nil, nil)
 	descCutOff = prometheus.NewDesc("tend_event_subscribers_cut_off_total",
 		"Event stream subscribers cut off because their buffer was full; each resumes with since=SEQ.", nil, nil)
+	descTurnWaits = prometheus.NewDesc("tend_instances_waiting_for_turn",
+		"Instances whose stop or restart waits for their agent's turn to end (turn_grace).", nil, nil)
 )
 
 // collector reads a Source at every scrape. It keeps no state, so concurrent
@@ -97,9 +101,9 @@ func newCollector(src Source) *collector { return &collector{src: src} }
 // sets once at registration.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS,
+		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS, descPeak,
 		descStart, descExitCode, descExitSignal, descExitTime, descExitInfo,
-		descOrphans, descPublished, descCutOff,
+		descOrphans, descPublished, descCutOff, descTurnWaits,
 	} {
 		ch <- d
 	}
@@ -109,9 +113,14 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Statuses != nil {
 		sts := c.src.Statuses()
+		waiting := 0
 		for i := range sts {
 			collectInstance(ch, &sts[i])
+			if sts[i].TurnWaitUntil != nil {
+				waiting++
+			}
 		}
+		ch <- prometheus.MustNewConstMetric(descTurnWaits, prometheus.GaugeValue, float64(waiting))
 	}
 	collectCounter(ch, descOrphans, c.src.OrphansReaped)
 	collectCounter(ch, descPublished, c.src.EventsPublished)
@@ -144,6 +153,7 @@ func collectInstance(ch chan<- prometheus.Metric, st *program.Status) {
 	gauge(descCrashCount, float64(st.CrashCount))
 	gauge(descDegraded, bool01(st.Degraded))
 	gauge(descRSS, float64(st.RSSBytes))
+	gauge(descPeak, float64(st.PeakRSS))
 	if st.Alive() && !st.StartedAt.IsZero() {
 		gauge(descStart, unixSeconds(st.StartedAt))
 	}

@@ -34,7 +34,13 @@ func fleet() []program.Status {
 			Restarts: program.Restarts{Crash: 1, RSSWatchdog: 1},
 			LastExit: &program.LastExit{Code: ptr(12), LikelyCause: program.CauseRSSWatchdog,
 				At: program.Time{Time: started.Add(-time.Second)}},
-			RSSBytes: 73400320,
+			RSSBytes: 73400320, PeakRSS: 90000000,
+		},
+		{ // an agent whose restart waits for its turn to end
+			ID: "chat:0", Program: "chat", Agent: true,
+			State: program.StateStopping, Lifecycle: program.LifecycleRunning,
+			PID: ptr(4343), Run: 1, StartedAt: program.Time{Time: started},
+			TurnWaitUntil: &program.Time{Time: started.Add(10 * time.Minute)},
 		},
 		{ // backing off after an OOM kill, degraded
 			ID: "worker:0", Program: "worker",
@@ -192,6 +198,8 @@ func TestScrapeReportsEachInstance(t *testing.T) {
 		{"tend_instance_degraded", lbl("worker:1"), 0},
 		{"tend_instance_resident_memory_bytes", lbl("planner:0"), 73400320},
 		{"tend_instance_resident_memory_bytes", lbl("web:0"), 0},
+		{"tend_instance_peak_memory_bytes", lbl("planner:0"), 90000000},
+		{"tend_instances_waiting_for_turn", map[string]string{}, 1},
 		{"tend_instance_start_time_seconds", lbl("planner:0"), float64(started.Unix())},
 		{"tend_instance_last_exit_code", lbl("planner:0"), 12},
 		{"tend_instance_last_exit_signal", lbl("worker:0"), 9},

@@ -7,6 +7,11 @@ type DoctorReport struct {
 	Events   int              `json:"events"`
 	Programs []*DoctorProgram `json:"programs"` // the most troubled first
 	Advice   []string         `json:"advice"`   // one line per kind of trouble
+	// Tracking is how the daemon tracks its runs now: TrackingCgroup or
+	// TrackingGroup (SPEC 12); TrackingWhy says why not cgroups, or what
+	// they lack.
+	Tracking    string `json:"tracking"`
+	TrackingWhy string `json:"tracking_why,omitempty"`
 }
 
 // DoctorProgram is one program's part of a DoctorReport.

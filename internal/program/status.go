@@ -91,6 +91,9 @@ type Status struct {
 	Restarts    Restarts  `json:"restarts"`
 	LastExit    *LastExit `json:"last_exit"`
 	NextStartAt Time      `json:"next_start_at"`
+	// TurnWaitUntil: an operator stop or restart waits for the agent's turn
+	// to end until then (turn_grace, SPEC 13); absent otherwise.
+	TurnWaitUntil *Time `json:"turn_wait_until,omitempty"`
 	Why         string    `json:"why"`
 	RSSBytes    int64     `json:"rss_bytes"`
 	MaxRSS      int64     `json:"max_rss"`        // the program's max_rss; 0 = no memory watchdog
