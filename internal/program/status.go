@@ -93,16 +93,16 @@ type Status struct {
 	NextStartAt Time      `json:"next_start_at"`
 	// TurnWaitUntil: an operator stop or restart waits for the agent's turn
 	// to end until then (turn_grace, SPEC 13); absent otherwise.
-	TurnWaitUntil *Time `json:"turn_wait_until,omitempty"`
-	Why         string    `json:"why"`
-	RSSBytes    int64     `json:"rss_bytes"`
-	MaxRSS      int64     `json:"max_rss"`        // the program's max_rss; 0 = no memory watchdog
-	PeakRSS     int64     `json:"peak_rss_bytes"` // highest tree RSS sampled in this run
-	Wedge       *Wedge    `json:"wedge"`          // the wedge watchdog's finding in this run, or null
-	Processes   []Process `json:"processes"`
-	Truncated   bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
-	Tracking    string    `json:"tracking"`
-	ComputedAt  Time      `json:"computed_at"`
+	TurnWaitUntil *Time     `json:"turn_wait_until,omitempty"`
+	Why           string    `json:"why"`
+	RSSBytes      int64     `json:"rss_bytes"`
+	MaxRSS        int64     `json:"max_rss"`        // the program's max_rss; 0 = no memory watchdog
+	PeakRSS       int64     `json:"peak_rss_bytes"` // highest tree RSS sampled in this run
+	Wedge         *Wedge    `json:"wedge"`          // the wedge watchdog's finding in this run, or null
+	Processes     []Process `json:"processes"`
+	Truncated     bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
+	Tracking      string    `json:"tracking"`
+	ComputedAt    Time      `json:"computed_at"`
 }
 
 // Alive reports whether a run is in place (its process has not been reaped).
