@@ -15,39 +15,36 @@ import (
 type index struct {
 	lines      map[string]int   // pathKey(path) -> 1-based line of first appearance
 	lineStarts []int            // byte offset at which each line starts
-	exprAt     map[int][]string // line -> full key of the first expression on it
 	table      []string         // the table open after the last expression indexed
 }
 
 // pathKey joins a path unambiguously: a quoted TOML key may contain dots.
 func pathKey(path []string) string { return strings.Join(path, "\x00") }
 
-// newIndex indexes a document. It stops quietly at the first syntax error,
-// keeping what came before: the decoder reports the error itself.
+// newIndex starts the index of a document: decodeTOML adds each expression
+// as it decodes it, so the document is parsed once.
 func newIndex(data []byte) *index {
-	ix := &index{lines: make(map[string]int), exprAt: make(map[int][]string), lineStarts: []int{0}}
+	ix := &index{lines: make(map[string]int), lineStarts: []int{0}}
 	for i, b := range data {
 		if b == '\n' {
 			ix.lineStarts = append(ix.lineStarts, i+1)
 		}
 	}
-	var p unstable.Parser
-	p.Reset(data)
-	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			it := e.Key()
-			var line int
-			table, line = ix.recordKey(nil, &it)
-			ix.markExpr(line, table)
-		case unstable.KeyValue:
-			ix.markExpr(ix.recordKeyValue(table, e))
-		}
-	}
-	ix.table = table
 	return ix
+}
+
+// expression indexes one top-level expression and returns the line of its
+// key.
+func (ix *index) expression(e *unstable.Node) int {
+	var line int
+	switch e.Kind {
+	case unstable.Table, unstable.ArrayTable:
+		it := e.Key()
+		ix.table, line = ix.recordKey(nil, &it)
+	case unstable.KeyValue:
+		line, _ = ix.recordKeyValue(ix.table, e)
+	}
+	return line
 }
 
 // recordKeyValue records the key of a key/value node under table, and the
@@ -83,14 +80,6 @@ func (ix *index) recordKey(base []string, it *unstable.Iterator) ([]string, int)
 		}
 	}
 	return path, line
-}
-
-// markExpr remembers the full key of the first expression on a line, to name
-// the key of errors go-toml reports by position only.
-func (ix *index) markExpr(line int, path []string) {
-	if _, taken := ix.exprAt[line]; !taken {
-		ix.exprAt[line] = path
-	}
 }
 
 func (ix *index) lineOf(offset int) int {

@@ -10,25 +10,23 @@ import (
 	"slices"
 	"strings"
 
-	toml "github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// parseTOML decodes a whole TOML file. go-toml checks the syntax and the
-// TOML rules (no key twice) while decoding into plain maps; the walk over the
-// maps then checks each key against SPEC 2, so one pass reports every
-// problem, each with its line from the index.
+// parseTOML decodes a whole TOML file. decodeTOML checks the syntax and the
+// TOML rules (no key twice) while decoding into plain maps and indexing the
+// lines of keys; the walk over the maps then checks each key against SPEC 2,
+// so one pass reports every problem, each with its line from the index.
 func parseTOML(file string, data []byte) (*program.Config, *Defaults, error) {
 	abs, dir := locate(file)
-	c := &collector{file: file}
-	var doc map[string]any
-	if err := toml.Unmarshal(data, &doc); err != nil {
-		c.addError(tomlError(file, data, err))
+	c := &collector{file: file, index: newIndex(data)}
+	doc, err := decodeTOML(data, c.index)
+	if err != nil {
+		c.addError(tomlError(file, data, c.index, err))
 		return nil, nil, c.err()
 	}
-	c.index = newIndex(data)
 	c.unknownKeys(nil, doc, topKeys)
 	cfg := &program.Config{File: abs, Daemon: c.daemon(doc, dir)}
 
@@ -159,53 +157,47 @@ func (c *collector) unknownKeys(path []string, table map[string]any, known []str
 	}
 }
 
-// tomlError turns go-toml's error into one with the file, line and full key.
-// go-toml names keys relative to the current table, so the key is taken from
-// the index instead.
-func tomlError(file string, data []byte, err error) *Error {
-	var de *toml.DecodeError
+// tomlError turns a decodeError into one with the file, line and full key.
+// A syntax error knows only its line: its key is guessed from the line's
+// text.
+func tomlError(file string, data []byte, ix *index, err error) *Error {
+	var de *decodeError
 	if !errors.As(err, &de) {
 		return &Error{File: file, Msg: err.Error(), Err: err}
 	}
-	line, _ := de.Position()
-	msg := strings.TrimPrefix(de.Error(), "toml: ")
-	ix := newIndex(data)
-	path, ok := ix.exprAt[line]
-	if !ok {
-		path = guessKey(ix.table, lineText(data, line))
+	path, msg := de.Key, de.Msg
+	switch {
+	case de.First > 0:
+		msg = duplicateMsg(de.Key, de.Full, de.First)
+	case path == nil:
+		path = guessKey(ix.table, lineText(data, ix, de.Line))
 	}
-	if ok && strings.Contains(msg, "already") {
-		path, msg = duplicateMsg(ix, path, line)
-	}
-	return &Error{File: file, Line: line, Key: strings.Join(path, "."), Msg: msg, Err: err}
+	return &Error{File: file, Line: de.Line, Key: strings.Join(path, "."), Msg: msg, Err: err}
 }
 
-// duplicateMsg words a "defined twice" error: the key defined twice is the
-// longest prefix of path that first appeared before line.
-func duplicateMsg(ix *index, path []string, line int) ([]string, string) {
-	for n := len(path); n > 0; n-- {
-		first, ok := ix.lines[pathKey(path[:n])]
-		if !ok || first >= line {
-			continue
-		}
-		switch {
-		case n == 2 && len(path) == 2 && path[0] == "program":
-			return path, fmt.Sprintf("program %q is defined twice (first on line %d)", path[1], first)
-		case n == len(path):
-			return path, fmt.Sprintf("defined twice (first on line %d)", first)
-		default:
-			return path[:n], fmt.Sprintf("already defined on line %d; %s cannot add to it here", first, strings.Join(path, "."))
-		}
+// duplicateMsg words a key defined twice: key, first defined on line first,
+// is defined again or extended by the expression whose key is full.
+func duplicateMsg(key, full []string, first int) string {
+	switch {
+	case len(full) == 2 && len(key) == 2 && full[0] == "program":
+		return fmt.Sprintf("program %q is defined twice (first on line %d)", full[1], first)
+	case len(key) == len(full):
+		return fmt.Sprintf("defined twice (first on line %d)", first)
+	default:
+		return fmt.Sprintf("already defined on line %d; %s cannot add to it here", first, strings.Join(full, "."))
 	}
-	return path, "defined twice"
 }
 
-func lineText(data []byte, line int) []byte {
-	lines := bytes.Split(data, []byte("\n"))
-	if line < 1 || line > len(lines) {
+// lineText is the text of a 1-based line.
+func lineText(data []byte, ix *index, line int) []byte {
+	if line < 1 || line > len(ix.lineStarts) {
 		return nil
 	}
-	return lines[line-1]
+	text := data[ix.lineStarts[line-1]:]
+	if end := bytes.IndexByte(text, '\n'); end >= 0 {
+		text = text[:end]
+	}
+	return text
 }
 
 // guessKey names the key of a line that did not parse: what stands before
