@@ -13,9 +13,9 @@ import (
 // programs must keep file order; go-toml's unstable parser gives the
 // positions of keys.
 type index struct {
-	lines      map[string]int   // pathKey(path) -> 1-based line of first appearance
-	lineStarts []int            // byte offset at which each line starts
-	table      []string         // the table open after the last expression indexed
+	lines      map[string]int // pathKey(path) -> 1-based line of first appearance
+	lineStarts []int          // byte offset at which each line starts
+	table      []string       // the table open after the last expression indexed
 }
 
 // pathKey joins a path unambiguously: a quoted TOML key may contain dots.
