@@ -16,23 +16,23 @@ import (
 // decodeTOML decodes a document into the map[string]any that
 // toml.Unmarshal builds (same value types: string, int64, float64, bool,
 // []any, map[string]any, time.Time and go-toml's local date/time types), and
-// enforces the same TOML rules, in time linear in the document. go-toml
-// checks redefinitions by scanning every key seen after the parent for each
-// new key, which is quadratic in the number of tables: 10,000 programs took
-// most of a second. Here each key seen is one entry of a hash map.
-//
-// It indexes each expression as it goes (ix), and returns a *decodeError
-// for a document that is not TOML.
-func decodeTOML(data []byte, ix *index) (map[string]any, error) {
-	d := &decoder{data: data, ix: ix, seen: make(map[slot]seenKey)}
+// enforces the same TOML rules, in time linear in the document: go-toml
+// checks each new key against a list of every key seen, which is quadratic
+// in the number of tables (10,000 programs took most of a second); here
+// each table keeps its own keys (see kids). The index of the lines of keys
+// comes out of the same pass. A document that is not TOML is a
+// *decodeError.
+func decodeTOML(data []byte) (map[string]any, *index, error) {
+	d := &decoder{data: data, line: 1}
 	d.root = &tnode{kind: kTable, explicit: true, table: map[string]any{}}
 	d.cur = d.root
 	var p unstable.Parser
 	p.Reset(data)
 	for p.NextExpression() {
 		e := p.Expression()
-		table := ix.table
-		line := ix.expression(e)
+		it := e.Key()
+		it.Next()
+		line := d.lineAt(int(it.Node().Raw.Offset))
 		var err *decodeError
 		switch e.Kind {
 		case unstable.Table:
@@ -40,23 +40,24 @@ func decodeTOML(data []byte, ix *index) (map[string]any, error) {
 		case unstable.ArrayTable:
 			err = d.table(e, line, true)
 		case unstable.KeyValue:
-			err = d.keyValue(e, table, line)
+			err = d.keyValue(e, line)
 		}
 		if err != nil {
 			if err.Line == 0 {
 				err.Line = line
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := p.Error(); err != nil {
+		de := &decodeError{Msg: err.Error(), Line: 1, table: d.curPath}
 		var pe *unstable.ParserError
 		if errors.As(err, &pe) {
-			return nil, &decodeError{Line: d.lineOf(pe.Highlight), Msg: pe.Message}
+			de.Msg, de.Line = pe.Message, d.lineOf(pe.Highlight)
 		}
-		return nil, &decodeError{Line: 1, Msg: err.Error()}
+		return nil, nil, de
 	}
-	return d.root.table, nil
+	return d.root.table, &d.index, nil
 }
 
 // decodeError is a document that is not TOML: a syntax error, a key defined
@@ -68,57 +69,32 @@ type decodeError struct {
 	First int      // a key defined twice: the line it was first defined on; else 0
 	Full  []string // with First: the whole key of the expression redefining Key
 	Msg   string
+
+	table []string // a syntax error: the table open before it
 }
 
 func (e *decodeError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
 
-// tkind is what defined a key, which decides how it may be extended (TOML
-// 1.0: a table is defined once, a value never extended, a table made by
-// dotted keys extended only by dotted keys or sub-table headers).
-type tkind uint8
-
-const (
-	kValue      tkind = iota // a value, an inline table included
-	kDotted                  // a table made by a dotted key (a.b = 1 makes a)
-	kTable                   // a table made by a [header], or on the way to one
-	kArrayTable              // an array of tables ([[header]])
-)
-
-var kindNames = [...]string{kValue: "value", kDotted: "kv-table", kTable: "table", kArrayTable: "array-table"}
-
-// tnode is one table of the document as the rules see it.
-type tnode struct {
-	kind     tkind
-	explicit bool           // kTable: defined by its own header, not only on the way to a longer one
-	table    map[string]any // kDotted, kTable: the decoded table
-	elem     *tnode         // kArrayTable: the last element, parent of the keys under it
-	holder   map[string]any // kArrayTable: the table holding the array, under name
-	name     string
-}
-
-// valueNode stands for every value: nothing is ever looked up below it.
-var valueNode = &tnode{kind: kValue}
-
-// slot names a key by its parent and its name. One map of slots replaces
-// go-toml's list scan; a new element of an array of tables is a new parent,
-// so the keys of the previous element are forgotten in O(1).
-type slot struct {
-	parent *tnode
-	name   string
-}
-
-// seenKey is what a slot holds and since which line.
-type seenKey struct {
-	n    *tnode
-	line int
-}
-
 type decoder struct {
-	data []byte
-	ix   *index
-	seen map[slot]seenKey
-	root *tnode
-	cur  *tnode // the table key/value expressions go to
+	index
+	data    []byte
+	cur     *tnode   // the table key/value expressions go to
+	curPath []string // its path
+
+	// The line at offset off, kept so that lines are counted once: the
+	// offsets asked about mostly only grow.
+	off, line int
+}
+
+// lineAt is the 1-based line of the byte at offset off.
+func (d *decoder) lineAt(off int) int {
+	if off < d.off {
+		d.off, d.line = 0, 1
+	}
+	off = min(off, len(d.data))
+	d.line += bytes.Count(d.data[d.off:off], []byte{'\n'})
+	d.off = off
+	return d.line
 }
 
 // lineOf is the line of b, a slice of the document.
@@ -127,7 +103,7 @@ func (d *decoder) lineOf(b []byte) int {
 	if b == nil || off < 0 || off > len(d.data) {
 		off = len(d.data)
 	}
-	return d.ix.lineOf(off)
+	return d.lineAt(off)
 }
 
 // redefined is the error for key parts[:n] (under base), which the
@@ -150,34 +126,37 @@ func keyParts(e *unstable.Node) []string {
 // may be any table; the last is defined here.
 func (d *decoder) table(e *unstable.Node, line int, array bool) *decodeError {
 	parts := keyParts(e)
+	d.curPath = parts
 	parent := d.root
 	for i, name := range parts[:len(parts)-1] {
-		sk := d.seen[slot{parent, name}]
+		k := parent.kids.get(name)
 		switch {
-		case sk.n == nil:
-			sk.n = d.newTable(parent, name, kTable, line)
-		case sk.n.kind == kValue:
-			return redefined(nil, parts, i+1, sk.line, "key %s already exists as a value", name)
+		case k.n == nil:
+			k.n = d.newTable(parent, name, kTable, line)
+		case k.n.kind == kValue:
+			return redefined(nil, parts, i+1, k.line, "key %s already exists as a value", name)
 		}
-		parent = scope(sk.n)
+		parent = k.n
 	}
 	last := len(parts)
 	name := parts[last-1]
-	sk := d.seen[slot{parent, name}]
-	n := sk.n
+	k := parent.kids.get(name)
+	n := k.n
 	if array {
 		switch {
 		case n == nil:
 			n = &tnode{kind: kArrayTable, holder: parent.table, name: name}
-			d.seen[slot{parent, name}] = seenKey{n, line}
+			parent.kids.add(name, n, line)
 		case n.kind != kArrayTable:
-			return redefined(nil, parts, last, sk.line, "key %s already exists as a %s, but should be an array table", name, kindNames[n.kind])
+			return redefined(nil, parts, last, k.line, "key %s already exists as a %s, but should be an array table", name, kindNames[n.kind])
 		}
-		elem := map[string]any{}
+		// A new element: the node stands for it from now on, and the keys
+		// of the previous one are forgotten.
+		n.table = map[string]any{}
+		n.kids = kids{}
 		arr, _ := n.holder[name].([]any)
-		n.holder[name] = append(arr, elem)
-		n.elem = &tnode{kind: kTable, explicit: true, table: elem}
-		d.cur = n.elem
+		n.holder[name] = append(arr, n.table)
+		d.cur = n
 		return nil
 	}
 	switch {
@@ -185,42 +164,33 @@ func (d *decoder) table(e *unstable.Node, line int, array bool) *decodeError {
 		n = d.newTable(parent, name, kTable, line)
 	case n.kind == kTable && !n.explicit:
 	case n.kind == kTable:
-		return redefined(nil, parts, last, sk.line, "table %s already exists", name)
+		return redefined(nil, parts, last, k.line, "table %s already exists", name)
 	case n.kind == kDotted:
-		return redefined(nil, parts, last, sk.line, "table %s already exists as defined by a dotted key", name)
+		return redefined(nil, parts, last, k.line, "table %s already exists as defined by a dotted key", name)
 	case n.kind == kArrayTable:
-		return redefined(nil, parts, last, sk.line, "table %s already exists as an array of tables", name)
+		return redefined(nil, parts, last, k.line, "table %s already exists as an array of tables", name)
 	default:
-		return redefined(nil, parts, last, sk.line, "key %s should be a table, not a %s", name, kindNames[n.kind])
+		return redefined(nil, parts, last, k.line, "key %s should be a table, not a %s", name, kindNames[n.kind])
 	}
 	n.explicit = true
 	d.cur = n
 	return nil
 }
 
-// scope is the node the keys under n hang from: an array of tables' last
-// element.
-func scope(n *tnode) *tnode {
-	if n.kind == kArrayTable {
-		return n.elem
-	}
-	return n
-}
-
 func (d *decoder) newTable(parent *tnode, name string, kind tkind, line int) *tnode {
 	n := &tnode{kind: kind, table: map[string]any{}}
 	parent.table[name] = n.table
-	d.seen[slot{parent, name}] = seenKey{n, line}
+	parent.kids.add(name, n, line)
 	return n
 }
 
-// keyValue handles key = value on line, in the current table (at path
-// table). As in go-toml, a key defined twice is found before a problem
-// inside the value, and a key defined twice inside an inline table before a
-// bad scalar anywhere in it.
-func (d *decoder) keyValue(e *unstable.Node, table []string, line int) *decodeError {
+// keyValue handles key = value on line, in the current table. As in
+// go-toml, a key defined twice is found before a problem inside the value,
+// and a key defined twice inside an inline table before a bad scalar
+// anywhere in it.
+func (d *decoder) keyValue(e *unstable.Node, line int) *decodeError {
 	var st valueState
-	if err := d.set(d.cur, table, e, line, &st); err != nil {
+	if err := d.set(d.cur, d.curPath, e, line, &st); err != nil {
 		return err
 	}
 	if st.dup != nil {
@@ -241,24 +211,47 @@ func (d *decoder) set(parent *tnode, base []string, kv *unstable.Node, line int,
 	it := kv.Key()
 	for n := 1; it.Next(); n++ {
 		name := string(it.Node().Data)
-		sk := d.seen[slot{parent, name}]
+		k := parent.kids.get(name)
 		if it.IsLast() {
-			if sk.n != nil {
-				return redefined(base, keyParts(kv), n, sk.line, "key %s is already defined", name)
+			if k.n != nil {
+				return redefined(base, keyParts(kv), n, k.line, "key %s is already defined", name)
 			}
-			d.seen[slot{parent, name}] = seenKey{valueNode, line}
-			parent.table[name] = d.value(kv.Value(), base, kv, st)
+			v := kv.Value()
+			if v.Kind != unstable.InlineTable {
+				parent.kids.add(name, scalarNode, line)
+				parent.table[name] = d.value(v, base, kv, st)
+				return nil
+			}
+			// Its own node, so that the index finds the keys inside.
+			t := &tnode{kind: kValue, table: map[string]any{}}
+			parent.kids.add(name, t, line)
+			parent.table[name] = t.table
+			d.inlineTable(t, v, append(slices.Clip(base), keyParts(kv)...), st)
 			return nil
 		}
 		switch {
-		case sk.n == nil:
-			sk.n = d.newTable(parent, name, kDotted, line)
-		case sk.n.kind != kDotted:
-			return redefined(base, keyParts(kv), n, sk.line, "key %s is already defined", name)
+		case k.n == nil:
+			k.n = d.newTable(parent, name, kDotted, line)
+		case k.n.kind != kDotted:
+			return redefined(base, keyParts(kv), n, k.line, "key %s is already defined", name)
 		}
-		parent = sk.n
+		parent = k.n
 	}
 	return nil
+}
+
+// inlineTable fills t, at path, from the key/values of n. Its keys follow
+// the rules of dotted keys; being a value, it is never extended afterwards.
+func (d *decoder) inlineTable(t *tnode, n *unstable.Node, path []string, st *valueState) {
+	it := n.Children()
+	for it.Next() {
+		kv := it.Node()
+		key := kv.Key()
+		key.Next()
+		if err := d.set(t, path, kv, d.lineAt(int(key.Node().Raw.Offset)), st); err != nil && st.dup == nil {
+			st.dup = err
+		}
+	}
 }
 
 // value converts the value of kv (whose table is at path base). The first
@@ -287,25 +280,16 @@ func (d *decoder) value(n *unstable.Node, base []string, kv *unstable.Node, st *
 		}
 		return arr
 	case unstable.InlineTable:
-		// A fresh parent: its keys follow the rules of dotted keys, and
-		// nothing outside can reach it (the inline table is a value).
-		t := &tnode{kind: kDotted, table: map[string]any{}}
-		path := append(slices.Clip(base), keyParts(kv)...)
-		it := n.Children()
-		for it.Next() {
-			c := it.Node()
-			key := c.Key()
-			key.Next()
-			if err := d.set(t, path, c, d.ix.lineOf(int(key.Node().Raw.Offset)), st); err != nil && st.dup == nil {
-				st.dup = err
-			}
-		}
+		// In an array: nothing names the keys inside, so the index need
+		// not reach it.
+		t := &tnode{kind: kValue, table: map[string]any{}}
+		d.inlineTable(t, n, append(slices.Clip(base), keyParts(kv)...), st)
 		return t.table
 	default:
 		msg = fmt.Sprintf("unsupported value kind %s", n.Kind)
 	}
 	if msg != "" && st.bad == nil {
-		st.bad = &decodeError{Line: d.ix.lineOf(int(n.Raw.Offset)), Key: append(slices.Clip(base), keyParts(kv)...), Msg: msg}
+		st.bad = &decodeError{Line: d.lineAt(int(n.Raw.Offset)), Key: append(slices.Clip(base), keyParts(kv)...), Msg: msg}
 	}
 	return v
 }

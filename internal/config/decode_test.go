@@ -2,10 +2,12 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,7 +114,7 @@ var tomlRules = []struct {
 
 func TestDecodeTOMLRules(t *testing.T) {
 	for _, tc := range tomlRules {
-		_, err := decodeTOML([]byte(tc.doc), newIndex([]byte(tc.doc)))
+		_, _, err := decodeTOML([]byte(tc.doc))
 		if (err == nil) != tc.ok {
 			t.Errorf("%q: error %v, want ok=%v", tc.doc, err, tc.ok)
 		}
@@ -127,7 +129,7 @@ func TestDecodeTOMLRules(t *testing.T) {
 // The values keep go-toml's Go types and exact numbers.
 func TestDecodeTOMLValues(t *testing.T) {
 	doc := "i = 0xff\nf = -0.0\nn = nan\ns = \"a\\tb\"\nb = false\n[[t]]\nx.y = [1, 'a']\n"
-	got, err := decodeTOML([]byte(doc), newIndex([]byte(doc)))
+	got, _, err := decodeTOML([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func compareDecoders(t *testing.T, data []byte) {
 		}()
 		return toml.Unmarshal(data, &want)
 	}()
-	got, gerr := decodeTOML(data, newIndex(data))
+	got, ix, gerr := decodeTOML(data)
 	if errors.Is(werr, errGoTOMLPanicked) {
 		t.Skipf("go-toml panics on %q; decodeTOML says %v", data, gerr)
 	}
@@ -194,6 +196,27 @@ func compareDecoders(t *testing.T, data []byte) {
 		t.Fatalf("%q: decodeTOML fails (%v), go-toml gives %#v", data, gerr, want)
 	case !sameValue(got, want):
 		t.Fatalf("%q:\ndecodeTOML %#v\ngo-toml    %#v", data, got, want)
+	default:
+		checkIndex(t, data, nil, got, ix)
+	}
+}
+
+// checkIndex asserts that the index knows every key of each table reachable
+// through tables from table (at path), in file order, with a line.
+func checkIndex(t *testing.T, data []byte, path []string, table map[string]any, ix *index) {
+	t.Helper()
+	keys := ix.keys(path)
+	if len(keys) != len(table) {
+		t.Fatalf("%q: %v has keys %v, the index %v", data, path, slices.Collect(maps.Keys(table)), keys)
+	}
+	lines := strings.Count(string(data), "\n") + 1
+	for i, k := range keys {
+		if _, ok := table[k.name]; !ok || k.line < 1 || k.line > lines || i > 0 && k.line < keys[i-1].line {
+			t.Fatalf("%q: %v: index has %v", data, path, keys)
+		}
+		if sub, ok := table[k.name].(map[string]any); ok {
+			checkIndex(t, data, append(slices.Clip(path), k.name), sub, ix)
+		}
 	}
 }
 

@@ -16,17 +16,18 @@ import (
 )
 
 // parseTOML decodes a whole TOML file. decodeTOML checks the syntax and the
-// TOML rules (no key twice) while decoding into plain maps and indexing the
-// lines of keys; the walk over the maps then checks each key against SPEC 2,
-// so one pass reports every problem, each with its line from the index.
+// TOML rules (no key twice) while decoding into plain maps, and knows the
+// line of every key; the walk over the maps then checks each key against
+// SPEC 2, so one pass reports every problem, each with its line.
 func parseTOML(file string, data []byte) (*program.Config, *Defaults, error) {
 	abs, dir := locate(file)
-	c := &collector{file: file, index: newIndex(data)}
-	doc, err := decodeTOML(data, c.index)
+	c := &collector{file: file}
+	doc, ix, err := decodeTOML(data)
 	if err != nil {
-		c.addError(tomlError(file, data, c.index, err))
+		c.addError(tomlError(file, data, err))
 		return nil, nil, c.err()
 	}
+	c.index = ix
 	c.unknownKeys(nil, doc, topKeys)
 	cfg := &program.Config{File: abs, Daemon: c.daemon(doc, dir)}
 
@@ -58,10 +59,16 @@ func (d *programDecoder) programs(val any, defaults *Defaults) []program.Spec {
 		d.wrongType([]string{"program"}, "a table of programs like [program.worker]", val)
 		return nil
 	}
-	names := sortedKeys(tables)
-	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Compare(d.index.line([]string{"program", a}), d.index.line([]string{"program", b}))
+	// File order: by the line each program first appears on, then by name
+	// (an inline table can hold several programs on one line).
+	order := slices.Clone(d.index.keys([]string{"program"}))
+	slices.SortStableFunc(order, func(a, b kid) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), strings.Compare(a.name, b.name))
 	})
+	names := make([]string, len(order))
+	for i, o := range order {
+		names[i] = o.name
+	}
 	specs := make([]program.Spec, 0, len(names))
 	for _, name := range names {
 		path := []string{"program", name}
@@ -145,10 +152,14 @@ func (c *collector) daemon(doc map[string]any, dir string) (dm program.Daemon) {
 // unknownKeys reports every key of table not in known, suggesting the
 // nearest known key for a typo.
 func (c *collector) unknownKeys(path []string, table map[string]any, known []string) {
-	for _, k := range sortedKeys(table) {
-		if slices.Contains(known, k) {
-			continue
+	var unknown []string
+	for k := range table {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
 		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
 		msg := "unknown key"
 		if s := closest(k, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -160,7 +171,7 @@ func (c *collector) unknownKeys(path []string, table map[string]any, known []str
 // tomlError turns a decodeError into one with the file, line and full key.
 // A syntax error knows only its line: its key is guessed from the line's
 // text.
-func tomlError(file string, data []byte, ix *index, err error) *Error {
+func tomlError(file string, data []byte, err error) *Error {
 	var de *decodeError
 	if !errors.As(err, &de) {
 		return &Error{File: file, Msg: err.Error(), Err: err}
@@ -170,7 +181,7 @@ func tomlError(file string, data []byte, ix *index, err error) *Error {
 	case de.First > 0:
 		msg = duplicateMsg(de.Key, de.Full, de.First)
 	case path == nil:
-		path = guessKey(ix.table, lineText(data, ix, de.Line))
+		path = guessKey(de.table, lineText(data, de.Line))
 	}
 	return &Error{File: file, Line: de.Line, Key: strings.Join(path, "."), Msg: msg, Err: err}
 }
@@ -189,14 +200,15 @@ func duplicateMsg(key, full []string, first int) string {
 }
 
 // lineText is the text of a 1-based line.
-func lineText(data []byte, ix *index, line int) []byte {
-	if line < 1 || line > len(ix.lineStarts) {
-		return nil
+func lineText(data []byte, line int) []byte {
+	for ; line > 1; line-- {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil
+		}
+		data = data[i+1:]
 	}
-	text := data[ix.lineStarts[line-1]:]
-	if end := bytes.IndexByte(text, '\n'); end >= 0 {
-		text = text[:end]
-	}
+	text, _, _ := bytes.Cut(data, []byte("\n"))
 	return text
 }
 
