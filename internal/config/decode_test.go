@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -301,4 +302,83 @@ func corpus(tb testing.TB, target string) [][]byte {
 		}
 	}
 	return out
+}
+
+// shapes writes a TOML document driven by choices: headers, arrays of
+// tables, dotted keys and inline tables over a handful of key names, so that
+// the rules on redefinition are met far more often than in random bytes.
+func shapes(choices []byte) []byte {
+	next := func(n int) int {
+		if len(choices) == 0 {
+			return 0
+		}
+		c := int(choices[0])
+		choices = choices[1:]
+		return c % n
+	}
+	names := []string{"a", "b", "c", `"a"`, "'b'", `"a.b"`, "program", "x"}
+	key := func() string {
+		parts := make([]string, 1+next(3))
+		for i := range parts {
+			parts[i] = names[next(len(names))]
+		}
+		return strings.Join(parts, []string{".", " . "}[next(2)])
+	}
+	var value func(depth int) string
+	value = func(depth int) string {
+		scalars := []string{"1", "0x1F", "0o7", "1_000", "1.5", "-0.0", "inf", "nan", "'s'", `"t\u00e9"`, "true", "1979-05-27", "07:32:00", "1979-05-27T07:32:00Z", "9223372036854775808"}
+		switch c := next(len(scalars) + 3); {
+		case c < len(scalars) || depth > 3:
+			return scalars[c%len(scalars)]
+		case c == len(scalars):
+			elems := make([]string, next(4))
+			for i := range elems {
+				elems[i] = value(depth + 1)
+			}
+			return "[" + strings.Join(elems, ", ") + "]"
+		default:
+			kvs := make([]string, next(4))
+			for i := range kvs {
+				kvs[i] = key() + " = " + value(depth+1)
+			}
+			return "{" + strings.Join(kvs, ", ") + "}"
+		}
+	}
+	var b strings.Builder
+	for len(choices) > 0 {
+		switch next(5) {
+		case 0:
+			b.WriteString("[" + key() + "]\n")
+		case 1:
+			b.WriteString("[[" + key() + "]]\n")
+		default:
+			b.WriteString(key() + " = " + value(0) + "\n")
+		}
+	}
+	return []byte(b.String())
+}
+
+// Random shapes, the same each run: decodeTOML agrees with go-toml on all.
+func TestDecodeTOMLShapes(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	choices := make([]byte, 40)
+	for range n {
+		for i := range choices {
+			choices[i] = byte(r.Uint32())
+		}
+		compareDecoders(t, shapes(choices[:r.IntN(len(choices))]))
+	}
+}
+
+// FuzzDecodeTOMLShapes is FuzzDecodeTOML over documents made by shapes.
+func FuzzDecodeTOMLShapes(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 1, 2})
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		compareDecoders(t, shapes(choices))
+	})
 }
