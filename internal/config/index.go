@@ -1,113 +1,112 @@
 package config
 
-import (
-	"slices"
-	"strings"
+// index gives the line each key path of a TOML document first appears on.
+// Decoding into maps loses positions, yet every problem found after
+// decoding (a bad duration, a missing command) must still name its line, and
+// programs must keep file order. It is the tree of keys decodeTOML builds to
+// enforce the TOML rules, which knows where each key came from.
+type index struct {
+	root *tnode
+}
 
-	"github.com/pelletier/go-toml/v2/unstable"
+// tkind is what defined a key, which decides how it may be extended (TOML
+// 1.0: a table is defined once, a value never extended, a table made by
+// dotted keys extended only by dotted keys or sub-table headers).
+type tkind uint8
+
+const (
+	kValue      tkind = iota // a value, an inline table included
+	kDotted                  // a table made by a dotted key (a.b = 1 makes a)
+	kTable                   // a table made by a [header], or on the way to one
+	kArrayTable              // an array of tables ([[header]])
 )
 
-// index maps each key path of a TOML document to the line it first appears
-// on. Decoding into maps loses positions, yet every problem found after
-// decoding (a bad duration, a missing command) must still name its line, and
-// programs must keep file order; go-toml's unstable parser gives the
-// positions of keys.
-type index struct {
-	lines      map[string]int   // pathKey(path) -> 1-based line of first appearance
-	lineStarts []int            // byte offset at which each line starts
-	exprAt     map[int][]string // line -> full key of the first expression on it
-	table      []string         // the table open after the last expression indexed
+var kindNames = [...]string{kValue: "value", kDotted: "kv-table", kTable: "table", kArrayTable: "array-table"}
+
+// tnode is a table of the document as the rules see it, or a value.
+type tnode struct {
+	kind     tkind
+	explicit bool           // kTable: defined by its own header, not only on the way to a longer one
+	table    map[string]any // the decoded table (an array of tables: its last element); nil for a scalar
+	kids     kids           // the keys below (an array of tables: those of its last element)
+	holder   map[string]any // kArrayTable: the table holding the array, under name
+	name     string
 }
 
-// pathKey joins a path unambiguously: a quoted TOML key may contain dots.
-func pathKey(path []string) string { return strings.Join(path, "\x00") }
+// scalarNode stands for every value but an inline table: nothing is below.
+var scalarNode = &tnode{kind: kValue}
 
-// newIndex indexes a document. It stops quietly at the first syntax error,
-// keeping what came before: the decoder reports the error itself.
-func newIndex(data []byte) *index {
-	ix := &index{lines: make(map[string]int), exprAt: make(map[int][]string), lineStarts: []int{0}}
-	for i, b := range data {
-		if b == '\n' {
-			ix.lineStarts = append(ix.lineStarts, i+1)
+// kids are the keys of a table, each with its node and the line it first
+// appeared on, in the order they appeared. A few are scanned, more get a
+// hash map: go-toml scans a list of every key of the document instead,
+// which is quadratic in the number of tables. Keeping each table's keys
+// with it, not in one map for the document, keeps a lookup in memory the
+// decoder has just touched.
+type kids struct {
+	list []kid
+	idx  map[string]int // once there are more than smallKids
+}
+
+type kid struct {
+	name string
+	n    *tnode
+	line int
+}
+
+const smallKids = 8
+
+// get is the key name, or a zero kid.
+func (k *kids) get(name string) kid {
+	if k.idx != nil {
+		if i, ok := k.idx[name]; ok {
+			return k.list[i]
+		}
+		return kid{}
+	}
+	for _, c := range k.list {
+		if c.name == name {
+			return c
 		}
 	}
-	var p unstable.Parser
-	p.Reset(data)
-	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			it := e.Key()
-			var line int
-			table, line = ix.recordKey(nil, &it)
-			ix.markExpr(line, table)
-		case unstable.KeyValue:
-			ix.markExpr(ix.recordKeyValue(table, e))
+	return kid{}
+}
+
+// add adds a key get did not find.
+func (k *kids) add(name string, n *tnode, line int) {
+	k.list = append(k.list, kid{name, n, line})
+	switch {
+	case k.idx != nil:
+		k.idx[name] = len(k.list) - 1
+	case len(k.list) > smallKids:
+		k.idx = make(map[string]int, 2*len(k.list))
+		for i, c := range k.list {
+			k.idx[c.name] = i
 		}
 	}
-	ix.table = table
-	return ix
-}
-
-// recordKeyValue records the key of a key/value node under table, and the
-// keys of an inline table value below it. It returns the line of this key and
-// its full path.
-func (ix *index) recordKeyValue(table []string, kv *unstable.Node) (int, []string) {
-	it := kv.Key()
-	path, line := ix.recordKey(table, &it)
-	if v := kv.Value(); v.Kind == unstable.InlineTable {
-		children := v.Children()
-		for children.Next() {
-			if c := children.Node(); c.Kind == unstable.KeyValue {
-				ix.recordKeyValue(path, c)
-			}
-		}
-	}
-	return line, path
-}
-
-// recordKey records every prefix of a dotted key below base (so `a.b.c = 1`
-// also places tables a and a.b). It returns the full path and the line of
-// this occurrence of the key.
-func (ix *index) recordKey(base []string, it *unstable.Iterator) ([]string, int) {
-	path := slices.Clone(base)
-	line := 0
-	for it.Next() {
-		n := it.Node()
-		path = append(path, string(n.Data))
-		line = ix.lineOf(int(n.Raw.Offset))
-		k := pathKey(path)
-		if _, ok := ix.lines[k]; !ok {
-			ix.lines[k] = line
-		}
-	}
-	return path, line
-}
-
-// markExpr remembers the full key of the first expression on a line, to name
-// the key of errors go-toml reports by position only.
-func (ix *index) markExpr(line int, path []string) {
-	if _, taken := ix.exprAt[line]; !taken {
-		ix.exprAt[line] = path
-	}
-}
-
-func (ix *index) lineOf(offset int) int {
-	i, found := slices.BinarySearch(ix.lineStarts, offset)
-	if found {
-		return i + 1
-	}
-	return i
 }
 
 // line is the line of path, or of its nearest ancestor that appears in the
 // document (a missing key is reported at its table); 0 if none does.
 func (ix *index) line(path []string) int {
-	for n := len(path); n > 0; n-- {
-		if l, ok := ix.lines[pathKey(path[:n])]; ok {
-			return l
+	line := 0
+	n := ix.root
+	for _, name := range path {
+		c := n.kids.get(name)
+		if c.n == nil {
+			break
+		}
+		line, n = c.line, c.n
+	}
+	return line
+}
+
+// keys is the keys of the table at path, in the order they appeared.
+func (ix *index) keys(path []string) []kid {
+	n := ix.root
+	for _, name := range path {
+		if n = n.kids.get(name).n; n == nil {
+			return nil
 		}
 	}
-	return 0
+	return n.kids.list
 }

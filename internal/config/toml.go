@@ -10,25 +10,24 @@ import (
 	"slices"
 	"strings"
 
-	toml "github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// parseTOML decodes a whole TOML file. go-toml checks the syntax and the
-// TOML rules (no key twice) while decoding into plain maps; the walk over the
-// maps then checks each key against SPEC 2, so one pass reports every
-// problem, each with its line from the index.
+// parseTOML decodes a whole TOML file. decodeTOML checks the syntax and the
+// TOML rules (no key twice) while decoding into plain maps, and knows the
+// line of every key; the walk over the maps then checks each key against
+// SPEC 2, so one pass reports every problem, each with its line.
 func parseTOML(file string, data []byte) (*program.Config, *Defaults, error) {
 	abs, dir := locate(file)
 	c := &collector{file: file}
-	var doc map[string]any
-	if err := toml.Unmarshal(data, &doc); err != nil {
+	doc, ix, err := decodeTOML(data)
+	if err != nil {
 		c.addError(tomlError(file, data, err))
 		return nil, nil, c.err()
 	}
-	c.index = newIndex(data)
+	c.index = ix
 	c.unknownKeys(nil, doc, topKeys)
 	cfg := &program.Config{File: abs, Daemon: c.daemon(doc, dir)}
 
@@ -60,10 +59,16 @@ func (d *programDecoder) programs(val any, defaults *Defaults) []program.Spec {
 		d.wrongType([]string{"program"}, "a table of programs like [program.worker]", val)
 		return nil
 	}
-	names := sortedKeys(tables)
-	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Compare(d.index.line([]string{"program", a}), d.index.line([]string{"program", b}))
+	// File order: by the line each program first appears on, then by name
+	// (an inline table can hold several programs on one line).
+	order := slices.Clone(d.index.keys([]string{"program"}))
+	slices.SortStableFunc(order, func(a, b kid) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), strings.Compare(a.name, b.name))
 	})
+	names := make([]string, len(order))
+	for i, o := range order {
+		names[i] = o.name
+	}
 	specs := make([]program.Spec, 0, len(names))
 	for _, name := range names {
 		path := []string{"program", name}
@@ -147,10 +152,14 @@ func (c *collector) daemon(doc map[string]any, dir string) (dm program.Daemon) {
 // unknownKeys reports every key of table not in known, suggesting the
 // nearest known key for a typo.
 func (c *collector) unknownKeys(path []string, table map[string]any, known []string) {
-	for _, k := range sortedKeys(table) {
-		if slices.Contains(known, k) {
-			continue
+	var unknown []string
+	for k := range table {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
 		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
 		msg := "unknown key"
 		if s := closest(k, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -159,53 +168,48 @@ func (c *collector) unknownKeys(path []string, table map[string]any, known []str
 	}
 }
 
-// tomlError turns go-toml's error into one with the file, line and full key.
-// go-toml names keys relative to the current table, so the key is taken from
-// the index instead.
+// tomlError turns a decodeError into one with the file, line and full key.
+// A syntax error knows only its line: its key is guessed from the line's
+// text.
 func tomlError(file string, data []byte, err error) *Error {
-	var de *toml.DecodeError
+	var de *decodeError
 	if !errors.As(err, &de) {
 		return &Error{File: file, Msg: err.Error(), Err: err}
 	}
-	line, _ := de.Position()
-	msg := strings.TrimPrefix(de.Error(), "toml: ")
-	ix := newIndex(data)
-	path, ok := ix.exprAt[line]
-	if !ok {
-		path = guessKey(ix.table, lineText(data, line))
+	path, msg := de.Key, de.Msg
+	switch {
+	case de.First > 0:
+		msg = duplicateMsg(de.Key, de.Full, de.First)
+	case path == nil:
+		path = guessKey(de.table, lineText(data, de.Line))
 	}
-	if ok && strings.Contains(msg, "already") {
-		path, msg = duplicateMsg(ix, path, line)
-	}
-	return &Error{File: file, Line: line, Key: strings.Join(path, "."), Msg: msg, Err: err}
+	return &Error{File: file, Line: de.Line, Key: strings.Join(path, "."), Msg: msg, Err: err}
 }
 
-// duplicateMsg words a "defined twice" error: the key defined twice is the
-// longest prefix of path that first appeared before line.
-func duplicateMsg(ix *index, path []string, line int) ([]string, string) {
-	for n := len(path); n > 0; n-- {
-		first, ok := ix.lines[pathKey(path[:n])]
-		if !ok || first >= line {
-			continue
-		}
-		switch {
-		case n == 2 && len(path) == 2 && path[0] == "program":
-			return path, fmt.Sprintf("program %q is defined twice (first on line %d)", path[1], first)
-		case n == len(path):
-			return path, fmt.Sprintf("defined twice (first on line %d)", first)
-		default:
-			return path[:n], fmt.Sprintf("already defined on line %d; %s cannot add to it here", first, strings.Join(path, "."))
-		}
+// duplicateMsg words a key defined twice: key, first defined on line first,
+// is defined again or extended by the expression whose key is full.
+func duplicateMsg(key, full []string, first int) string {
+	switch {
+	case len(full) == 2 && len(key) == 2 && full[0] == "program":
+		return fmt.Sprintf("program %q is defined twice (first on line %d)", full[1], first)
+	case len(key) == len(full):
+		return fmt.Sprintf("defined twice (first on line %d)", first)
+	default:
+		return fmt.Sprintf("already defined on line %d; %s cannot add to it here", first, strings.Join(full, "."))
 	}
-	return path, "defined twice"
 }
 
+// lineText is the text of a 1-based line.
 func lineText(data []byte, line int) []byte {
-	lines := bytes.Split(data, []byte("\n"))
-	if line < 1 || line > len(lines) {
-		return nil
+	for ; line > 1; line-- {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil
+		}
+		data = data[i+1:]
 	}
-	return lines[line-1]
+	text, _, _ := bytes.Cut(data, []byte("\n"))
+	return text
 }
 
 // guessKey names the key of a line that did not parse: what stands before
