@@ -3,6 +3,7 @@ package proctree
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -17,8 +18,10 @@ const MaxMembers = 1024
 // run's cgroup): parent, group, command, RSS, state; pids that are gone by
 // the time they are read are left out. Nothing is kept open. At most
 // MaxMembers are described; truncated says some were left out. rss is the
-// sum of their RSS.
-func (t *Tracker) Describe(pids []int) (procs []program.Process, rss int64, truncated bool) {
+// sum of their RSS. prev is the last description of the same run (or nil):
+// a process in it whose pid and comm are unchanged keeps its command line
+// rather than have it read again.
+func (t *Tracker) Describe(pids []int, prev []program.Process) (procs []program.Process, rss int64, truncated bool) {
 	if len(pids) > MaxMembers {
 		pids, truncated = pids[:MaxMembers], true
 	}
@@ -35,10 +38,25 @@ func (t *Tracker) Describe(pids []int) (procs []program.Process, rss int64, trun
 			continue
 		}
 		p := program.Process{PID: pid, PPID: st.ppid, PGID: st.pgid, RSSBytes: st.rssPages * t.pageSize, State: stateString(st.state)}
-		p.Cmd = readCmd(t.dir(pid), string(st.comm), t.cmdBuf)
+		if i, ok := slices.BinarySearchFunc(prev, pid, func(q program.Process, pid int) int { return cmp.Compare(q.PID, pid) }); ok && sameComm(prev[i].Cmd, st.comm) {
+			p.Cmd = prev[i].Cmd
+		} else {
+			p.Cmd = readCmd(t.dir(pid), string(st.comm), t.cmdBuf)
+		}
 		rss += p.RSSBytes
 		procs = append(procs, p)
 	}
 	slices.SortFunc(procs, func(a, b program.Process) int { return cmp.Compare(a.PID, b.PID) })
 	return procs, rss, truncated
+}
+
+// sameComm reports whether a command line read earlier still fits comm (the
+// kernel's 15-byte name of the executable): an exec since changes it.
+func sameComm(cmd string, comm []byte) bool {
+	if len(comm) == 0 {
+		return false
+	}
+	first, _, _ := strings.Cut(cmd, " ")
+	first = first[strings.LastIndexByte(first, '/')+1:]
+	return strings.HasPrefix(first, string(comm)) || cmd == "["+string(comm)+"]"
 }

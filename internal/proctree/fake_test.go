@@ -434,3 +434,24 @@ func TestFakeForkBombIsTruncated(t *testing.T) {
 		t.Fatalf("after the bomb: %d processes, truncated %v", len(m.Procs), m.Truncated)
 	}
 }
+
+// Describe reads the members of a cgroup; a process whose pid and comm are
+// unchanged keeps the command line read before.
+func TestFakeDescribe(t *testing.T) {
+	f, tr := newFake(t)
+	fakeTree(f)
+	procs, rss, truncated := tr.Describe([]int{103, 101, 999}, nil) // 999 is gone
+	if len(procs) != 2 || procs[0].PID != 101 || procs[1].Cmd != "sleep 301" || truncated || rss != procs[0].RSSBytes+procs[1].RSSBytes {
+		t.Fatalf("Describe: %+v rss %d truncated %v", procs, rss, truncated)
+	}
+	f.add(ps{pid: 103, ppid: 102, pgid: 102, sid: 102, cmd: "sleep 302"}) // same comm: cmdline not read again
+	again, _, _ := tr.Describe([]int{101, 103}, procs)
+	if again[1].Cmd != "sleep 301" {
+		t.Errorf("cmd read again for an unchanged process: %q", again[1].Cmd)
+	}
+	f.add(ps{pid: 103, ppid: 102, pgid: 102, sid: 102, comm: "python3", cmd: "python3 w.py"}) // an exec
+	again, _, _ = tr.Describe([]int{101, 103}, procs)
+	if again[1].Cmd != "python3 w.py" {
+		t.Errorf("after an exec, cmd = %q", again[1].Cmd)
+	}
+}

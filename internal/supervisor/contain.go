@@ -221,7 +221,7 @@ type memberCache struct {
 
 func (c *memberCache) reset() {
 	c.mu.Lock()
-	c.at = time.Time{}
+	c.at, c.last = time.Time{}, program.Members{}
 	c.mu.Unlock()
 }
 
@@ -235,7 +235,7 @@ func (c *memberCache) sample(maxAge time.Duration) program.Members {
 	}
 	m := program.Members{Tracking: program.TrackingCgroup}
 	if pids, err := c.g.Procs(); err == nil && c.describe != nil {
-		m.Procs, m.RSS, m.Truncated = c.describe.Describe(pids)
+		m.Procs, m.RSS, m.Truncated = c.describe.Describe(pids, c.last.Procs)
 	}
 	if c.tree.HasMemory() {
 		if mem, err := c.g.Memory(); err == nil {

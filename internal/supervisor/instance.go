@@ -57,7 +57,7 @@ type Tree interface {
 	Monitor(leader int) int64
 	// Describe reads the processes pids (a cgroup's members), at most
 	// proctree.MaxMembers of them; truncated says some were left out.
-	Describe(pids []int) (procs []program.Process, rss int64, truncated bool)
+	Describe(pids []int, prev []program.Process) (procs []program.Process, rss int64, truncated bool)
 	// Signal sends sig to the run's members outside its process group
 	// (fresh while the leader lives, else as last seen); see proctree.
 	Signal(leader int, sig syscall.Signal) int
