@@ -17,6 +17,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Containment (SPEC 12), against the real cgroup2 hierarchy where this
@@ -144,7 +145,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	dir := t.TempDir()
 	c, stop := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nstop_grace = \"2s\"\n", cg, leaker(mark, false)))
 	group := filepath.Join(cg, "leak-0")
-	waitFor(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
+	testutil.Eventually(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
 	members := cgroupProcs(group)
 	for _, pid := range append(escapees(mark), pidOf(t, c, "leak:0")) {
 		if !contains(members, pid) {
@@ -164,7 +165,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	if _, err := c.Restart("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new run's escapees", func() bool {
+	testutil.Eventually(t, "the new run's escapees", func() bool {
 		now := escapees(mark)
 		return len(now) == 2 && !contains(now, old[0]) && !contains(now, old[1])
 	})
@@ -178,14 +179,14 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
+	testutil.Eventually(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
 	if populated(group) || len(escapees(mark)) != 0 {
 		t.Errorf("after stop: group populated %v, escapees %v", populated(group), escapees(mark))
 	}
 	if _, err := c.Start("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a run again", func() bool { return len(escapees(mark)) == 2 })
+	testutil.Eventually(t, "a run again", func() bool { return len(escapees(mark)) == 2 })
 	stop()
 	if ents, _ := os.ReadDir(cg); len(ents) > 0 {
 		for _, e := range ents {
@@ -204,19 +205,16 @@ func TestCgroupAHundredEndsOfALeakerLeaveNothing(t *testing.T) {
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", cg, leaker(mark, true)))
-	deadline := time.Now().Add(3 * time.Minute) // a hundred runs take a while under -race
-	for st, _ := c.Status("leak:0"); st.Run < 100; st, _ = c.Status("leak:0") {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d runs in 3 minutes", st.Run)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var st program.Status
+	testutil.Eventually(t, "a hundred runs", func() bool { st, _ = c.Status("leak:0"); return st.Run >= 100 },
+		testutil.Within(3*time.Minute), // a hundred runs take a while under -race
+		testutil.Every(50*time.Millisecond), testutil.Explain(func() string { return fmt.Sprintf("only %d runs", st.Run) }))
 	// Each run's leader exits on its own; its group is killed as it does.
 	// Had any run left one behind, the stop of the last would not end it.
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no escapee of a hundred runs", func() bool { return len(escapees(mark)) == 0 })
+	testutil.Eventually(t, "no escapee of a hundred runs", func() bool { return len(escapees(mark)) == 0 })
 }
 
 func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
@@ -225,11 +223,11 @@ func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = \"off\"\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", leaker(mark, true)))
-	waitFor(t, "fifty runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 50 })
+	testutil.Eventually(t, "fifty runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 50 })
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no escapee of fifty runs", func() bool { return len(escapees(mark)) == 0 })
+	testutil.Eventually(t, "no escapee of fifty runs", func() bool { return len(escapees(mark)) == 0 })
 	st, _ := c.Status("leak:0")
 	if st.Tracking == program.TrackingCgroup {
 		t.Errorf("cgroup = \"off\" gave tracking %q", st.Tracking)
