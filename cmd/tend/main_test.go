@@ -39,7 +39,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=10")
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait,
+			"pid": pidCmd, "procs": procsCmd, "alive": aliveCmd, "onedown": oneDownCmd},
 		Condition: func(cond string) (bool, error) {
 			if cond == "pidns" { // a new PID namespace can be made (root, unshare installed)
 				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil
