@@ -1,14 +1,10 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,59 +20,6 @@ import (
 // machine has one (as root, a directory handed to tend as daemon.cgroup),
 // and in the fallback without cgroups.
 
-// cgroupDir returns a fresh directory inside a cgroup2 mount for
-// daemon.cgroup, removed at the end, or skips saying why.
-func cgroupDir(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root (CI is root)")
-	}
-	mount := cgroup2Mount()
-	if mount == "" {
-		dir := t.TempDir()
-		if out, err := exec.Command("mount", "-t", "cgroup2", "none", dir).CombinedOutput(); err != nil {
-			t.Skipf("no cgroup2 mount, and mount -t cgroup2 failed: %v %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("umount", dir).Run() })
-		mount = dir
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	dir := filepath.Join(mount, "tend-test-"+hex.EncodeToString(b))
-	t.Cleanup(func() { removeGroups(dir) })
-	return dir
-}
-
-// cgroup2Mount is where this machine mounts cgroup2, or "".
-func cgroup2Mount() string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, f := range fields {
-			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-				return fields[4]
-			}
-		}
-	}
-	return ""
-}
-
-// removeGroups removes dir and the groups in it, children first.
-func removeGroups(dir string) {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.IsDir() {
-			removeGroups(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Remove(dir)
-}
-
 // cgroupProcs lists the processes in group dir.
 func cgroupProcs(dir string) []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
@@ -87,11 +30,6 @@ func cgroupProcs(dir string) []int {
 		}
 	}
 	return out
-}
-
-func populated(dir string) bool {
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-	return bytes.Contains(b, []byte("populated 1"))
 }
 
 // withArgs lists the live processes whose command line is argv.
@@ -140,7 +78,7 @@ func markFor(t *testing.T) string {
 }
 
 func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
-	cg := cgroupDir(t)
+	cg := testutil.CgroupDir(t)
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, stop := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nstop_grace = \"2s\"\n", cg, leaker(mark, false)))
@@ -180,8 +118,8 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
-	if populated(group) || len(escapees(mark)) != 0 {
-		t.Errorf("after stop: group populated %v, escapees %v", populated(group), escapees(mark))
+	if testutil.Populated(group) || len(escapees(mark)) != 0 {
+		t.Errorf("after stop: group populated %v, escapees %v", testutil.Populated(group), escapees(mark))
 	}
 	if _, err := c.Start("leak"); err != nil {
 		t.Fatal(err)
@@ -190,7 +128,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	stop()
 	if ents, _ := os.ReadDir(cg); len(ents) > 0 {
 		for _, e := range ents {
-			if e.IsDir() && populated(filepath.Join(cg, e.Name())) {
+			if e.IsDir() && testutil.Populated(filepath.Join(cg, e.Name())) {
 				t.Errorf("tend down left group %s populated", e.Name())
 			}
 		}
@@ -201,7 +139,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 }
 
 func TestCgroupAHundredEndsOfALeakerLeaveNothing(t *testing.T) {
-	cg := cgroupDir(t)
+	cg := testutil.CgroupDir(t)
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", cg, leaker(mark, true)))
