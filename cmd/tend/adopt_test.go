@@ -106,18 +106,7 @@ instances = 2
 	}
 }
 
-func tendBinary(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), "tend") // TestMain runs cli.Main for argv[0] "tend"
-	if err := os.Symlink(exe, link); err != nil {
-		t.Fatal(err)
-	}
-	return link
-}
+func tendBinary(t *testing.T) string { return helperBinary(t, "tend") }
 
 func startUp(t *testing.T, tend, conf string) *exec.Cmd {
 	t.Helper()
