@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The scripts in testdata/script drive the real tend binary (this test
@@ -134,13 +135,9 @@ func termPID1(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: termpid1 CONFIG")
 	}
 	conf := ts.MkAbs(args[0])
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if pid := findPID1(conf); pid > 0 {
-			ts.Check(syscall.Kill(pid, syscall.SIGTERM))
-			return
-		}
-	}
-	ts.Fatalf("no tend up as PID 1 with %s", conf)
+	pid := 0
+	testutil.Eventually(scriptTB{ts: ts}, "a tend up as PID 1 with "+conf, func() bool { pid = findPID1(conf); return pid > 0 }, testutil.Every(50*time.Millisecond))
+	ts.Check(syscall.Kill(pid, syscall.SIGTERM))
 }
 
 // findPID1 is the pid, seen from here, of a tend up that is PID 1 of its
