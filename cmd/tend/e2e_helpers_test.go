@@ -8,8 +8,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,6 +212,26 @@ func flipMain() {
 			fmt.Fprintln(os.Stderr, "tend-flip:", err)
 			os.Exit(1)
 		}
+	}
+}
+
+// hogMain is the test binary run as tend-hog MiB: a process that is slow
+// to die. It touches MiB mebibytes (the kernel frees them as it exits, which
+// takes a while), ignores SIGTERM, and sleeps until killed.
+func hogMain() {
+	mib, err := strconv.Atoi(os.Args[1])
+	if err != nil {
+		os.Exit(2)
+	}
+	signal.Ignore(syscall.SIGTERM)
+	mem := make([]byte, mib<<20)
+	for i := 0; i < len(mem); i += 4096 {
+		mem[i] = 1
+	}
+	fmt.Println("hogging")
+	for {
+		time.Sleep(time.Hour)
+		runtime.KeepAlive(mem)
 	}
 }
 

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
 		"tend-flip": flipMain,
+		"tend-hog":  hogMain,
 	})
 }
 

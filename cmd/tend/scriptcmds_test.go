@@ -79,8 +79,8 @@ func aliveCmd(ts *testscript.TestScript, neg bool, args []string) {
 	for _, a := range strings.Fields(strings.Join(args, " ")) {
 		pid, err := strconv.Atoi(a)
 		ts.Check(err)
-		if alive(pid) == neg {
-			ts.Fatalf("pid %d: alive %v, want %v (%s)", pid, !neg, neg, cmdline(pid))
+		if a := alive(pid); a == neg {
+			ts.Fatalf("pid %d: alive %v, want %v (%s)", pid, a, !a, cmdline(pid))
 		}
 	}
 }
