@@ -9,12 +9,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // TestDaemonKilledOutrightIsReplacedWithoutDuplicates kills tend up with
@@ -51,7 +51,7 @@ instances = 2
 		if !alive(pid) {
 			t.Fatalf("%s (pid %d) died with the daemon", id, pid)
 		}
-		orphans[pid] = true
+		orphaned(t, pid)
 	}
 
 	write(t, conf, fleet) // "gone" is no longer configured
@@ -63,7 +63,7 @@ instances = 2
 			t.Errorf("%s: pid %d before, %d after: not adopted", id, before[id], pid)
 		}
 	}
-	waitUntil(t, "the unconfigured run to be stopped", func() bool { return !alive(before["gone:0"]) })
+	testutil.Eventually(t, "the unconfigured run to be stopped", func() bool { return !alive(before["gone:0"]) })
 	evs, err := c.Events(0)
 	if err != nil {
 		t.Fatal(err)
@@ -84,12 +84,12 @@ instances = 2
 	// Output keeps flowing into the log through the reopened FIFO.
 	log := filepath.Join(dir, ".tend", "logs", "counter-0.log")
 	n := lastLine(t, log)
-	waitUntil(t, "the adopted run's output to keep arriving", func() bool { return lastLine(t, log) > n+10 })
+	testutil.Eventually(t, "the adopted run's output to keep arriving", func() bool { return lastLine(t, log) > n+10 })
 
 	// An adopted run's exit is noticed through its pidfd; its status went to
 	// another parent, so it counts as unknown.
 	syscall.Kill(after["counter:0"], syscall.SIGKILL)
-	waitUntil(t, "the adopted run's exit", func() bool {
+	testutil.Eventually(t, "the adopted run's exit", func() bool {
 		st, err := c.Status("counter:0")
 		return err == nil && st.LastExit != nil
 	})
@@ -102,22 +102,11 @@ instances = 2
 	}
 	up.Wait()
 	for id, pid := range after {
-		waitUntil(t, id+" to be gone", func() bool { return !alive(pid) })
+		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
 	}
 }
 
-func tendBinary(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), "tend") // TestMain runs cli.Main for argv[0] "tend"
-	if err := os.Symlink(exe, link); err != nil {
-		t.Fatal(err)
-	}
-	return link
-}
+func tendBinary(t *testing.T) string { return helperBinary(t, "tend") }
 
 func startUp(t *testing.T, tend, conf string) *exec.Cmd {
 	t.Helper()
@@ -139,7 +128,7 @@ func startUp(t *testing.T, tend, conf string) *exec.Cmd {
 func waitRunning(t *testing.T, c *client.Client, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		waitUntil(t, id+" running", func() bool {
+		testutil.Eventually(t, id+" running", func() bool {
 			st, err := c.Status(id)
 			return err == nil && st.State == program.StateRunning
 		})
@@ -159,30 +148,21 @@ func pids(t *testing.T, c *client.Client, ids ...string) map[string]int {
 	return out
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-		reapOrphans()
-	}
-}
-
-// orphans are the runs of the killed daemon, reparented to this process.
-var orphans = map[int]bool{}
-
-// reapOrphans collects those that have exited, by pid: never wait4(-1),
-// which could take the status of a daemon this test still waits for.
-func reapOrphans() {
-	for pid := range orphans {
+// orphaned takes pid, a run of a daemon killed outright that was
+// reparented to this process (a subreaper), and reaps it when the test
+// ends: by its pid only, never wait4(-1), which could take the status of a
+// daemon this test still waits for; after a SIGKILL should it still run (a
+// test that failed before a daemon ended it). Until reaped the pid cannot
+// be reused, so the signal never reaches another process.
+func orphaned(t *testing.T, pid int) {
+	t.Cleanup(func() {
 		var ws syscall.WaitStatus
-		if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid {
-			delete(orphans, pid)
+		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != nil || got == pid {
+			return // not this process's child, or reaped now
 		}
-	}
+		syscall.Kill(pid, syscall.SIGKILL)
+		syscall.Wait4(pid, &ws, 0, nil)
+	})
 }
 
 // alive reports whether pid exists and is not a zombie.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // becomeSubreaper makes this process the one runs of a killed daemon are
@@ -64,29 +65,8 @@ func killUp(t *testing.T, up interface{ Wait() error }, pid int, runs map[string
 		if !alive(p) {
 			t.Fatalf("%s (pid %d) died with the daemon", id, p)
 		}
-		orphans[p] = true
-		// Should the test end before a daemon takes it over again.
-		ticks := startTicks(p)
-		t.Cleanup(func() {
-			if alive(p) && startTicks(p) == ticks {
-				syscall.Kill(p, syscall.SIGKILL)
-				waitUntil(t, "a leftover run to end", func() bool { return !alive(p) })
-			}
-		})
+		orphaned(t, p)
 	}
-}
-
-// startTicks is a process's start time (/proc/PID/stat field 22), so a
-// cleanup never signals a pid reused since.
-func startTicks(pid int) string {
-	b, _ := os.ReadFile("/proc/" + itoa(pid) + "/stat")
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i > 0 {
-		if f := strings.Fields(s[i+1:]); len(f) > 19 {
-			return f[19]
-		}
-	}
-	return ""
 }
 
 // unixHTTP is a plain HTTP client over the daemon's socket, for requests
@@ -220,7 +200,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 	if _, err := c.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the config's viaapi to run", func() bool {
+	testutil.Eventually(t, "the config's viaapi to run", func() bool {
 		st, err := c.Status("viaapi:0")
 		return err == nil && st.State == program.StateRunning && st.PID != nil && strings.Contains(cmdline(*st.PID), "300000")
 	})
@@ -239,7 +219,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRunning(t, c, "gone:0", "slow:0")
-	waitUntil(t, "slow to ignore SIGTERM", func() bool {
+	testutil.Eventually(t, "slow to ignore SIGTERM", func() bool {
 		b, _ := os.ReadFile(filepath.Join(state, "logs", "slow-0.log"))
 		return strings.Contains(string(b), "trapped")
 	})
@@ -256,7 +236,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 		t.Errorf("the DELETE of a program ignoring SIGTERM answered at once: %s", resp.Status)
 	}
 	cancel()
-	waitUntil(t, "slow to be gone from the list", func() bool {
+	testutil.Eventually(t, "slow to be gone from the list", func() bool {
 		return strings.Join(programNames(t, c), ",") == "base,viaapi"
 	})
 	if got := keptNames(t, state); len(got) != 0 {
@@ -278,7 +258,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 	}
 	up.Wait()
 	for id, pid := range after {
-		waitUntil(t, id+" to be gone", func() bool { return !alive(pid) })
+		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
 	}
 }
 
@@ -312,7 +292,7 @@ func TestAnAddedProgramThatNoLongerParsesIsLeftAlone(t *testing.T) {
 	write(t, filepath.Join(state, "programs.json"), strings.Replace(string(b), `"command":`, `"komand":`, 1))
 	up, stderr := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "base:0")
-	waitUntil(t, "the report of old", func() bool { return strings.Contains(stderr(), "program old (added over the API) no longer parses") })
+	testutil.Eventually(t, "the report of old", func() bool { return strings.Contains(stderr(), "program old (added over the API) no longer parses") })
 	for line := range strings.Lines(stderr()) {
 		if strings.Contains(line, "program old") && !strings.Contains(line, "komand") {
 			t.Errorf("the report does not say what is wrong: %s", line)
@@ -348,6 +328,6 @@ func TestAnAddedProgramThatNoLongerParsesIsLeftAlone(t *testing.T) {
 	}
 	up.Wait()
 	for id, pid := range before {
-		waitUntil(t, id+" to be gone", func() bool { return !alive(pid) })
+		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
 	}
 }

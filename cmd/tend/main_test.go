@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The scripts in testdata/script drive the real tend binary (this test
@@ -25,7 +26,9 @@ import (
 // `tend up &`: every verb, exit status and message a user sees.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"tend": func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend-flip": flipMain,
+		"tend-hog":  hogMain,
 	})
 }
 
@@ -39,7 +42,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=10")
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait,
+			"pid": pidCmd, "procs": procsCmd, "alive": aliveCmd, "onedown": oneDownCmd},
 		Condition: func(cond string) (bool, error) {
 			if cond == "pidns" { // a new PID namespace can be made (root, unshare installed)
 				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil
@@ -132,13 +136,9 @@ func termPID1(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: termpid1 CONFIG")
 	}
 	conf := ts.MkAbs(args[0])
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if pid := findPID1(conf); pid > 0 {
-			ts.Check(syscall.Kill(pid, syscall.SIGTERM))
-			return
-		}
-	}
-	ts.Fatalf("no tend up as PID 1 with %s", conf)
+	pid := 0
+	testutil.Eventually(scriptTB{ts: ts}, "a tend up as PID 1 with "+conf, func() bool { pid = findPID1(conf); return pid > 0 }, testutil.Every(50*time.Millisecond))
+	ts.Check(syscall.Kill(pid, syscall.SIGTERM))
 }
 
 // findPID1 is the pid, seen from here, of a tend up that is PID 1 of its

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // countCmdline counts the live processes whose command line is cmd.
@@ -45,7 +46,7 @@ func TestADamagedRunsJSONStartsNothingTwice(t *testing.T) {
 	up := startUp(t, tend, conf)
 	waitRunning(t, c, "w:0", "w:1")
 	first := pids(t, c, "w:0", "w:1")
-	waitUntil(t, "runs.json to hold both runs", func() bool {
+	testutil.Eventually(t, "runs.json to hold both runs", func() bool {
 		b, _ := os.ReadFile(runsJSON)
 		return strings.Contains(string(b), `"pid":`+strconv.Itoa(first["w:0"])) && strings.Contains(string(b), `"pid":`+strconv.Itoa(first["w:1"]))
 	})
@@ -114,6 +115,6 @@ func TestADamagedRunsJSONStartsNothingTwice(t *testing.T) {
 	}
 	up.Wait()
 	for id, pid := range first {
-		waitUntil(t, id+" to be gone", func() bool { return !alive(pid) })
+		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // askedBackend is the fake backend that records every id that reached
@@ -378,7 +379,7 @@ func TestBadInputThousandSubscribers(t *testing.T) {
 			s.c.Close()
 		}
 	}()
-	waitFor(t, "every subscription", func() bool { return ev.Subscribers() == n })
+	testutil.Eventually(t, "every subscription", func() bool { return ev.Subscribers() == n })
 
 	// Everyone hears a live event, and ordinary requests are still served.
 	ev.Publish("started", "web:0", nil)
@@ -400,8 +401,8 @@ func TestBadInputThousandSubscribers(t *testing.T) {
 	for _, s := range subs {
 		s.c.Close()
 	}
-	waitFor(t, "subscriptions to close", func() bool { return ev.Subscribers() == 0 })
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines+5 })
+	testutil.Eventually(t, "subscriptions to close", func() bool { return ev.Subscribers() == 0 })
+	testutil.Eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines+5 })
 	if after := heapNow(); after > heap+16<<20 {
 		t.Errorf("heap after the subscribers left: %d MiB more than before", (after-heap)>>20)
 	}
@@ -443,5 +444,5 @@ func TestBadInputIdleConnections(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines+5 })
+	testutil.Eventually(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= goroutines+5 })
 }

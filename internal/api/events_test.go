@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // publishSome publishes five events of several kinds and instances.
@@ -187,7 +188,7 @@ func TestEventsSSECutoff(t *testing.T) {
 	s := openStream(t, f.hc, sseRequest(t, t.Context(), f.url+"/v1/events"))
 	s.waitFor(t, "id: 5\n")
 	f.ev.CutOffAll()
-	waitFor(t, "the stream to end", s.ended)
+	testutil.Eventually(t, "the stream to end", s.ended)
 	want := "event: cutoff\ndata: {\"error\":\"slow subscriber cut off; reconnect with Last-Event-ID\"}\n\n"
 	if !strings.HasSuffix(s.String(), want) {
 		t.Errorf("stream ends %q, want %q", s.String(), want)
@@ -199,16 +200,16 @@ func TestEventsSSEEnds(t *testing.T) {
 	// The client leaving ends the subscription.
 	ctx, cancel := context.WithCancel(t.Context())
 	openStream(t, f.hc, sseRequest(t, ctx, f.url+"/v1/events"))
-	waitFor(t, "subscription", func() bool { return f.ev.Subscribers() == 1 })
+	testutil.Eventually(t, "subscription", func() bool { return f.ev.Subscribers() == 1 })
 	cancel()
-	waitFor(t, "the subscription to close", func() bool { return f.ev.Subscribers() == 0 })
+	testutil.Eventually(t, "the subscription to close", func() bool { return f.ev.Subscribers() == 0 })
 
 	// Close ends every stream.
 	s := openStream(t, f.hc, sseRequest(t, t.Context(), f.url+"/v1/events"))
-	waitFor(t, "subscription", func() bool { return f.ev.Subscribers() == 1 })
+	testutil.Eventually(t, "subscription", func() bool { return f.ev.Subscribers() == 1 })
 	f.srv.Close()
-	waitFor(t, "the stream to end on Close", s.ended)
-	waitFor(t, "the subscription to close", func() bool { return f.ev.Subscribers() == 0 })
+	testutil.Eventually(t, "the stream to end on Close", s.ended)
+	testutil.Eventually(t, "the subscription to close", func() bool { return f.ev.Subscribers() == 0 })
 }
 
 func TestEventsOverUnixSocket(t *testing.T) {
@@ -221,5 +222,5 @@ func TestEventsOverUnixSocket(t *testing.T) {
 	s.waitFor(t, "id: 2\nevent: spawned\n")
 	// Close of a server on a socket ends the stream too and returns.
 	srv.Close()
-	waitFor(t, "the stream to end on Close", s.ended)
+	testutil.Eventually(t, "the stream to end on Close", s.ended)
 }

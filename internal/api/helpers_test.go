@@ -16,6 +16,7 @@ import (
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // fixture is an API server over a fake backend and event log.
@@ -125,18 +126,6 @@ func decode[T any](t *testing.T, body string) T {
 	return v
 }
 
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
 
 func mustRequest(t *testing.T, method, path string) *http.Request {
@@ -170,7 +159,7 @@ func serveUnix2(t *testing.T, srv *api.Server, path string) {
 			t.Errorf("ServeUnix: %v", err)
 		}
 	})
-	waitFor(t, "socket to answer", func() bool {
+	testutil.Eventually(t, "socket to answer", func() bool {
 		resp, err := unixClient(path).Get("http://tend/healthz")
 		if err != nil {
 			return false

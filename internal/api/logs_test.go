@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // writeLines writes lines "line 0".."line n-1" to path after a sparse run
@@ -153,7 +154,7 @@ func (s *stream) ended() bool {
 
 func (s *stream) waitFor(t *testing.T, want string) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%q in stream", want), func() bool { return strings.Contains(s.String(), want) })
+	testutil.Eventually(t, fmt.Sprintf("%q in stream", want), func() bool { return strings.Contains(s.String(), want) })
 }
 
 func appendTo(t *testing.T, path, text string) {
@@ -206,7 +207,7 @@ func TestLogsFollow(t *testing.T) {
 
 	// Close ends the response instead of waiting for the client.
 	f.srv.Close()
-	waitFor(t, "follow to end on Close", s.ended)
+	testutil.Eventually(t, "follow to end on Close", s.ended)
 }
 
 func TestLogsFollowFileAppearsLater(t *testing.T) {

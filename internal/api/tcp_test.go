@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // A page of another site that rebinds its own name to 127.0.0.1 sends its
@@ -389,13 +390,8 @@ func TestReadyzThroughGuard(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 	var resp *http.Response
-	deadline := time.Now().Add(10 * time.Second)
-	for resp, err = uc.Get("http://tend/readyz"); err != nil && time.Now().Before(deadline); resp, err = uc.Get("http://tend/readyz") {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testutil.Eventually(t, "the unix socket to answer", func() bool { resp, err = uc.Get("http://tend/readyz"); return err == nil },
+		testutil.Explain(func() string { return fmt.Sprint(err) }))
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	check("the unix socket", reply{resp.StatusCode, resp.Header, string(body)}, true)

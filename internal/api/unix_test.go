@@ -15,6 +15,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func newServer(t *testing.T) (*api.Server, *apitest.Backend, *apitest.Events) {
@@ -54,7 +55,7 @@ func TestServeUnixRemovesStaleSocket(t *testing.T) {
 	old, _, _ := newServer(t)
 	done := make(chan error, 1)
 	go func() { done <- old.ServeUnix(path) }()
-	waitFor(t, "first socket", func() bool { _, err := os.Stat(path); return err == nil })
+	testutil.Eventually(t, "first socket", func() bool { _, err := os.Stat(path); return err == nil })
 	old.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("ServeUnix after Close = %v, want nil", err)

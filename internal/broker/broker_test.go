@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 var t0 = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
@@ -321,10 +322,7 @@ func TestRunPublishesWithoutBeingAsked(t *testing.T) {
 	go b.Run(ctx)
 	b.Update(snap("w:0", nil))
 	b.Update(snap("w:0", running(10)))
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.count() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, "an event from Run", func() bool { return rec.count() > 0 }, testutil.Every(time.Millisecond))
 	if rec.count() != 1 {
 		t.Fatalf("%d events from Run", rec.count())
 	}

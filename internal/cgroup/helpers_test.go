@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The tests here start real processes in real groups. The runs they start
@@ -209,23 +211,12 @@ func comm(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitLeaky waits until the leaky run has its four processes: the leader
 // and three sleeps, all exec'd.
 func waitLeaky(t testing.TB, g *Group, r *run) []int {
 	t.Helper()
 	var pids []int
-	waitFor(t, "the run's four processes", func() bool {
+	testutil.Eventually(t, "the run's four processes", func() bool {
 		var err error
 		pids, err = g.Procs()
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestRealRunIsItsGroup(t *testing.T) {
@@ -120,7 +122,7 @@ func TestRealPrepareEmptiesLeftover(t *testing.T) {
 	// child forked into such a group is SIGKILLed at birth on Linux 6.18:
 	// see Prepare).
 	r2 := startIn(t, g, nil, "exec sleep 1000")
-	waitFor(t, "the new run in the group", func() bool {
+	testutil.Eventually(t, "the new run in the group", func() bool {
 		pids, _ := g.Procs()
 		return slices.Equal(pids, []int{r2.cmd.Process.Pid})
 	})
@@ -180,7 +182,7 @@ func TestRealSubgroups(t *testing.T) {
 	g := tr.Group("nest-0")
 	r := startIn(t, g, []string{"CG=" + g.Path()},
 		`mkdir "$CG/inner" && sh -c 'echo $$ > "$CG/inner/cgroup.procs" && exec sleep 1000' & exec sleep 1000`)
-	waitFor(t, "two sleeps, one in a sub-group", func() bool {
+	testutil.Eventually(t, "two sleeps, one in a sub-group", func() bool {
 		pids, err := g.Procs()
 		if err != nil {
 			t.Fatal(err)

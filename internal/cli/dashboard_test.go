@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // withDashboard serves d's API on a TCP port too, as daemon.http does, and
@@ -172,7 +173,7 @@ func TestDashboardOpen(t *testing.T) {
 	}()
 
 	pagePath := filepath.Join(rec, "page")
-	waitFor(t, "xdg-open to read the page", func() bool { _, err := os.Stat(pagePath); return err == nil })
+	testutil.Eventually(t, "xdg-open to read the page", func() bool { _, err := os.Stat(pagePath); return err == nil })
 	page, _ := os.ReadFile(pagePath)
 	argv, _ := os.ReadFile(filepath.Join(rec, "argv"))
 	mode, _ := os.ReadFile(filepath.Join(rec, "mode"))
@@ -199,11 +200,7 @@ func TestDashboardOpen(t *testing.T) {
 	}
 
 	// However busy the machine, the scan sees xdg-open while it runs.
-	for deadline := time.Now().Add(30 * time.Second); !scan.saw("xdg-open " + file); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the /proc scan never saw xdg-open running")
-		}
-	}
+	testutil.Eventually(t, "the /proc scan to see xdg-open running", func() bool { return scan.saw("xdg-open " + file) })
 	if err := os.WriteFile(filepath.Join(rec, "release"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +237,7 @@ func TestDashboardOpen(t *testing.T) {
 
 	// xdg-open was waited for: no zombie left behind.
 	pid, _ := os.ReadFile(filepath.Join(rec, "pid"))
-	waitFor(t, "xdg-open to be reaped", func() bool {
+	testutil.Eventually(t, "xdg-open to be reaped", func() bool {
 		_, err := os.Stat("/proc/" + strings.TrimSpace(string(pid)))
 		return err != nil
 	})

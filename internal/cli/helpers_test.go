@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // fakeDaemon is an api.Server over fake state on a real unix socket.
@@ -60,7 +60,7 @@ func startDaemonAt(t *testing.T, sock string) *fakeDaemon {
 		<-d.done
 	})
 	c := client.New(sock)
-	waitFor(t, "the daemon", func() bool { _, err := c.Health(); return err == nil })
+	testutil.Eventually(t, "the daemon", func() bool { _, err := c.Health(); return err == nil })
 	return d
 }
 
@@ -119,17 +119,6 @@ func (d *fakeDaemon) runBackground(t *testing.T, args ...string) (out *syncBuffe
 			t.Logf("stderr: %s", errb.String())
 		}
 		return c
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // logLine writes one record to the fake daemon's log of id.
@@ -46,9 +47,9 @@ func TestLogsOfANameMergedWithPrefixes(t *testing.T) {
 	}
 
 	out, stop := d.runBackground(t, "logs", "web", "-f", "-n", "1")
-	waitFor(t, "the tail", func() bool { return out.String() == "web:1 | one serving\n" })
+	testutil.Eventually(t, "the tail", func() bool { return out.String() == "web:1 | one serving\n" })
 	logLine(t, d, "web:0", time.Now(), logfile.Stdout, "later")
-	waitFor(t, "the followed line", func() bool { return out.String() == "web:1 | one serving\nweb:0 | later\n" })
+	testutil.Eventually(t, "the followed line", func() bool { return out.String() == "web:1 | one serving\nweb:0 | later\n" })
 	if code := stop(); code != 0 {
 		t.Errorf("logs -f ended with %d", code)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestNoDaemon(t *testing.T) {
@@ -220,14 +221,14 @@ func TestLogs(t *testing.T) {
 	d.tend(t, "logs", "web:0", "-n", "-1").wantErr(t, 2, "-n")
 
 	out, stop := d.runBackground(t, "logs", "web:0", "-f", "-n", "1")
-	waitFor(t, "the tail", func() bool { return out.String() == "three\n" })
+	testutil.Eventually(t, "the tail", func() bool { return out.String() == "three\n" })
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteString("four\n")
 	f.Close()
-	waitFor(t, "the new line", func() bool { return out.String() == "three\nfour\n" })
+	testutil.Eventually(t, "the new line", func() bool { return out.String() == "three\nfour\n" })
 	if code := stop(); code != 0 {
 		t.Errorf("logs -f ended with %d", code)
 	}
@@ -274,17 +275,17 @@ func TestEventsFollow(t *testing.T) {
 	evs := publishFleetEvents(d)
 	out, stop := d.runBackground(t, "events", "-f", "--since", "2")
 	want := FormatEvent(evs[2]) + "\n" + FormatEvent(evs[3]) + "\n"
-	waitFor(t, "the backlog", func() bool { return out.String() == want })
+	testutil.Eventually(t, "the backlog", func() bool { return out.String() == want })
 	live := d.ev.Publish(program.KindBackoff, "web:0", program.Backoff{MS: 2000, CrashCount: 2, Reason: "crash"})
 	want += FormatEvent(live) + "\n"
-	waitFor(t, "a live event", func() bool { return out.String() == want })
+	testutil.Eventually(t, "a live event", func() bool { return out.String() == want })
 	if code := stop(); code != 0 {
 		t.Errorf("events -f ended with %d", code)
 	}
 
 	// --json: one object a line.
 	out, stop = d.runBackground(t, "events", "-f", "--json", "--kinds", "spawned")
-	waitFor(t, "two lines", func() bool { return strings.Count(out.String(), "\n") == 2 })
+	testutil.Eventually(t, "two lines", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	stop()
 	for i, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var e program.Event

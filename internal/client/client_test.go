@@ -12,12 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // daemon is an api.Server over fake state on a socket in a short temp dir.
@@ -67,23 +67,12 @@ func (d *daemon) serve(t *testing.T) {
 		<-done
 	})
 	c := client.New(d.path)
-	waitFor(t, "daemon", func() bool { _, err := c.Health(); return err == nil })
+	testutil.Eventually(t, "daemon", func() bool { _, err := c.Health(); return err == nil })
 }
 
 func (d *daemon) stop() {
 	d.srv.Close()
 	<-d.done
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestNoDaemon(t *testing.T) {
@@ -270,14 +259,14 @@ func TestLogs(t *testing.T) {
 	var buf syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- c.Logs(ctx, "web:0", client.LogOptions{Tail: 1, Follow: true}, &buf) }()
-	waitFor(t, "tail", func() bool { return buf.String() == "three\n" })
+	testutil.Eventually(t, "tail", func() bool { return buf.String() == "three\n" })
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteString("four\n")
 	f.Close()
-	waitFor(t, "followed line", func() bool { return buf.String() == "three\nfour\n" })
+	testutil.Eventually(t, "followed line", func() bool { return buf.String() == "three\nfour\n" })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Logs after cancel = %v, want nil", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func publish(d *daemon, n int) {
@@ -87,21 +88,21 @@ func TestFollowReconnects(t *testing.T) {
 	var got collector
 	done := make(chan error, 1)
 	go func() { done <- c.Follow(ctx, 1, nil, "", got.add) }()
-	waitFor(t, "backlog", got.has(2))
+	testutil.Eventually(t, "backlog", got.has(2))
 
 	publish(d, 2) // live
-	waitFor(t, "live events", got.has(4))
+	testutil.Eventually(t, "live events", got.has(4))
 
 	// Cut off as slow: Follow resumes after the last event it delivered.
 	d.ev.CutOffAll()
 	publish(d, 2)
-	waitFor(t, "events after the cut-off", got.has(6))
+	testutil.Eventually(t, "events after the cut-off", got.has(6))
 
 	// The daemon goes away and comes back on the same socket.
 	d.stop()
 	publish(d, 2)
 	d.serve(t)
-	waitFor(t, "events after the restart", got.has(8))
+	testutil.Eventually(t, "events after the restart", got.has(8))
 
 	if want := upTo(2, 9); !slices.Equal(got.seqs(), want) {
 		t.Errorf("seqs = %v, want %v (each once, in order)", got.seqs(), want)

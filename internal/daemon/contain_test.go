@@ -1,14 +1,10 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,64 +13,12 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Containment (SPEC 12), against the real cgroup2 hierarchy where this
 // machine has one (as root, a directory handed to tend as daemon.cgroup),
 // and in the fallback without cgroups.
-
-// cgroupDir returns a fresh directory inside a cgroup2 mount for
-// daemon.cgroup, removed at the end, or skips saying why.
-func cgroupDir(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root (CI is root)")
-	}
-	mount := cgroup2Mount()
-	if mount == "" {
-		dir := t.TempDir()
-		if out, err := exec.Command("mount", "-t", "cgroup2", "none", dir).CombinedOutput(); err != nil {
-			t.Skipf("no cgroup2 mount, and mount -t cgroup2 failed: %v %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("umount", dir).Run() })
-		mount = dir
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	dir := filepath.Join(mount, "tend-test-"+hex.EncodeToString(b))
-	t.Cleanup(func() { removeGroups(dir) })
-	return dir
-}
-
-// cgroup2Mount is where this machine mounts cgroup2, or "".
-func cgroup2Mount() string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, f := range fields {
-			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-				return fields[4]
-			}
-		}
-	}
-	return ""
-}
-
-// removeGroups removes dir and the groups in it, children first.
-func removeGroups(dir string) {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.IsDir() {
-			removeGroups(filepath.Join(dir, e.Name()))
-		}
-	}
-	os.Remove(dir)
-}
 
 // cgroupProcs lists the processes in group dir.
 func cgroupProcs(dir string) []int {
@@ -86,11 +30,6 @@ func cgroupProcs(dir string) []int {
 		}
 	}
 	return out
-}
-
-func populated(dir string) bool {
-	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-	return bytes.Contains(b, []byte("populated 1"))
 }
 
 // withArgs lists the live processes whose command line is argv.
@@ -139,12 +78,12 @@ func markFor(t *testing.T) string {
 }
 
 func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
-	cg := cgroupDir(t)
+	cg := testutil.CgroupDir(t)
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, stop := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nstop_grace = \"2s\"\n", cg, leaker(mark, false)))
 	group := filepath.Join(cg, "leak-0")
-	waitFor(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
+	testutil.Eventually(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
 	members := cgroupProcs(group)
 	for _, pid := range append(escapees(mark), pidOf(t, c, "leak:0")) {
 		if !contains(members, pid) {
@@ -167,7 +106,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	if _, err := c.Restart("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new run's escapees", func() bool {
+	testutil.Eventually(t, "the new run's escapees", func() bool {
 		now := escapees(mark)
 		return len(now) == 2 && !contains(now, old[0]) && !contains(now, old[1])
 	})
@@ -181,18 +120,18 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
-	if populated(group) || len(escapees(mark)) != 0 {
-		t.Errorf("after stop: group populated %v, escapees %v", populated(group), escapees(mark))
+	testutil.Eventually(t, "the stop", func() bool { st, _ := c.Status("leak:0"); return st.State == program.StateStopped })
+	if testutil.Populated(group) || len(escapees(mark)) != 0 {
+		t.Errorf("after stop: group populated %v, escapees %v", testutil.Populated(group), escapees(mark))
 	}
 	if _, err := c.Start("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a run again", func() bool { return len(escapees(mark)) == 2 })
+	testutil.Eventually(t, "a run again", func() bool { return len(escapees(mark)) == 2 })
 	stop()
 	if ents, _ := os.ReadDir(cg); len(ents) > 0 {
 		for _, e := range ents {
-			if e.IsDir() && populated(filepath.Join(cg, e.Name())) {
+			if e.IsDir() && testutil.Populated(filepath.Join(cg, e.Name())) {
 				t.Errorf("tend down left group %s populated", e.Name())
 			}
 		}
@@ -203,23 +142,20 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 }
 
 func TestCgroupAHundredEndsOfALeakerLeaveNothing(t *testing.T) {
-	cg := cgroupDir(t)
+	cg := testutil.CgroupDir(t)
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", cg, leaker(mark, true)))
-	deadline := time.Now().Add(3 * time.Minute) // a hundred runs take a while under -race
-	for st, _ := c.Status("leak:0"); st.Run < 100; st, _ = c.Status("leak:0") {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d runs in 3 minutes", st.Run)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var st program.Status
+	testutil.Eventually(t, "a hundred runs", func() bool { st, _ = c.Status("leak:0"); return st.Run >= 100 },
+		testutil.Within(3*time.Minute), // a hundred runs take a while under -race
+		testutil.Every(50*time.Millisecond), testutil.Explain(func() string { return fmt.Sprintf("only %d runs", st.Run) }))
 	// Each run's leader exits on its own; its group is killed as it does.
 	// Had any run left one behind, the stop of the last would not end it.
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no escapee of a hundred runs", func() bool { return len(escapees(mark)) == 0 })
+	testutil.Eventually(t, "no escapee of a hundred runs", func() bool { return len(escapees(mark)) == 0 })
 }
 
 func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
@@ -228,11 +164,11 @@ func TestTreeModeALeakerLeavesNothingEither(t *testing.T) {
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = \"off\"\n[program.leak]\n%s\nbackoff_initial = \"0s\"\nbackoff_max = \"0s\"\nmax_crashes = 1000\n", leaker(mark, true)))
-	waitFor(t, "fifty runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 50 })
+	testutil.Eventually(t, "fifty runs", func() bool { st, _ := c.Status("leak:0"); return st.Run >= 50 })
 	if _, err := c.Stop("leak"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no escapee of fifty runs", func() bool { return len(escapees(mark)) == 0 })
+	testutil.Eventually(t, "no escapee of fifty runs", func() bool { return len(escapees(mark)) == 0 })
 	st, _ := c.Status("leak:0")
 	if st.Tracking == program.TrackingCgroup {
 		t.Errorf("cgroup = \"off\" gave tracking %q", st.Tracking)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // These tests run the whole daemon in this test process, one at a time: it
@@ -66,17 +67,6 @@ func startDaemon(t *testing.T, dir, config string) (*client.Client, func()) {
 	}
 	t.Cleanup(stop)
 	return c, stop
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // sse is a raw Server-Sent Events reader over the unix socket.
@@ -147,7 +137,7 @@ func (s *sse) tryNext() (uint64, string, error) {
 func TestSSEResumesWithLastEventIDWithoutLossOrRepeat(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := startDaemon(t, dir, "[program.w]\ncommand = [\"sleep\", \"1000\"]\nstop_grace = \"2s\"\n")
-	waitFor(t, "w:0 running", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
+	testutil.Eventually(t, "w:0 running", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
 	sock := filepath.Join(dir, ".tend", SocketName)
 
 	s := dialSSE(t, sock, 0)
@@ -164,7 +154,7 @@ func TestSSEResumesWithLastEventIDWithoutLossOrRepeat(t *testing.T) {
 		if _, err := c.Restart("w"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the restart", func() bool { st, _ := c.Status("w:0"); return st.Run == i+2 && st.State == "running" })
+		testutil.Eventually(t, "the restart", func() bool { st, _ := c.Status("w:0"); return st.Run == i+2 && st.State == "running" })
 	}
 	missed, err := c.Events(last)
 	if err != nil || len(missed) < 6 {
@@ -228,14 +218,14 @@ func TestSeqSurvivesARestartOfTheDaemon(t *testing.T) {
 	dir := t.TempDir()
 	config := "[program.w]\ncommand = [\"sleep\", \"1000\"]\n"
 	c, stop := startDaemon(t, dir, config)
-	waitFor(t, "w:0 running", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
+	testutil.Eventually(t, "w:0 running", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
 	first, err := c.Events(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	c, _ = startDaemon(t, dir, config)
-	waitFor(t, "w:0 running again", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
+	testutil.Eventually(t, "w:0 running again", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == "running" })
 	all, err := c.Events(0)
 	if err != nil {
 		t.Fatal(err)

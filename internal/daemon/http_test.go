@@ -25,6 +25,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // lockedBuffer is a bytes.Buffer the daemon writes while the test reads.
@@ -75,7 +76,7 @@ func runHTTP(t *testing.T, config string) (*client.Client, *lockedBuffer, string
 		}
 	})
 	c := client.New(filepath.Join(dir, ".tend", SocketName))
-	waitFor(t, "the daemon to answer", func() bool { _, err := c.Health(); return err == nil })
+	testutil.Eventually(t, "the daemon to answer", func() bool { _, err := c.Health(); return err == nil })
 	return c, out, dir
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe to write from the daemon and read
@@ -50,7 +51,7 @@ func startDaemonOut(t *testing.T, dir, config string, out io.Writer) *client.Cli
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{ConfigPath: path, Stderr: io.Discard, Stdout: out}) }()
 	c := client.New(filepath.Join(dir, ".tend", SocketName))
-	waitFor(t, "the daemon to answer", func() bool {
+	testutil.Eventually(t, "the daemon to answer", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("daemon: %v", err)
@@ -107,7 +108,7 @@ func TestLogsOfTwoInstancesMergeInTimeOrder(t *testing.T) {
 		next[s.k]++
 		os.WriteFile(name+".tmp", []byte(s.stream+" "+s.line+"\n"), 0o644)
 		os.Rename(name+".tmp", name) // whole, or not there
-		waitFor(t, s.line+" in the log", func() bool {
+		testutil.Eventually(t, s.line+" in the log", func() bool {
 			return strings.Contains(logsOf(t, c, "duo:"+s.k, client.LogOptions{Tail: -1}), s.line+"\n")
 		})
 		time.Sleep(3 * time.Millisecond) // the next line gets a later millisecond
@@ -145,7 +146,7 @@ func TestForwardOutput(t *testing.T) {
 	var out syncBuffer
 	startDaemonOut(t, dir, "[daemon]\nforward_output = true\n[program.fw]\ninstances = 2\nstop_grace = \"2s\"\nshell = 'echo hello from $TEND_INSTANCE; echo oops >&2; exec sleep 1000'\n", &out)
 	for _, want := range []string{"fw:0 | hello from 0\n", "fw:1 | hello from 1\n", "fw:0 | oops\n", "fw:1 | oops\n"} {
-		waitFor(t, want+" on stdout", func() bool { return strings.Contains(out.String(), want) })
+		testutil.Eventually(t, want+" on stdout", func() bool { return strings.Contains(out.String(), want) })
 	}
 }
 
@@ -161,7 +162,7 @@ shell = 'echo ready; while [ ! -e %q ]; do sleep 0.01; done; i=0; while [ $i -lt
 max_size = 4096
 max_files = 30
 `, trigger), io.Discard)
-	waitFor(t, "ready", func() bool { return logsOf(t, c, "pour", client.LogOptions{Tail: -1}) == "ready\n" })
+	testutil.Eventually(t, "ready", func() bool { return logsOf(t, c, "pour", client.LogOptions{Tail: -1}) == "ready\n" })
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	followed := make(chan error, 1)
@@ -170,9 +171,9 @@ max_files = 30
 		cancel()
 		<-followed
 	}()
-	waitFor(t, "the follow to start", func() bool { return out.String() == "ready\n" })
+	testutil.Eventually(t, "the follow to start", func() bool { return out.String() == "ready\n" })
 	os.WriteFile(trigger, nil, 0o644)
-	waitFor(t, "the last line followed", func() bool { return strings.Contains(out.String(), "seq 2999\n") })
+	testutil.Eventually(t, "the last line followed", func() bool { return strings.Contains(out.String(), "seq 2999\n") })
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 3001 {
 		t.Fatalf("%d lines followed, want 3001", len(lines))
@@ -203,7 +204,7 @@ func TestNoGoroutineLeftAfterAddRemoveCycles(t *testing.T) {
 		if _, err := c.Add(map[string]any{"name": "cyc", "shell": "echo hello " + strconv.Itoa(i) + "; echo err >&2; exec sleep 1000", "stop_grace": "2s"}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the cycle's output", func() bool {
+		testutil.Eventually(t, "the cycle's output", func() bool {
 			return strings.Contains(logsOf(t, c, "cyc:0", client.LogOptions{Tail: 2}), "hello "+strconv.Itoa(i)+"\n")
 		})
 		if err := c.Remove("cyc"); err != nil {
@@ -217,15 +218,12 @@ func TestNoGoroutineLeftAfterAddRemoveCycles(t *testing.T) {
 	for i := 3; i < 103; i++ {
 		cycle(i)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for runtime.NumGoroutine() > base+2 {
-		if time.Now().After(deadline) {
+	testutil.Eventually(t, "the goroutines of 100 add/rm cycles to end", func() bool { return runtime.NumGoroutine() <= base+2 },
+		testutil.Explain(func() string {
 			var b bytes.Buffer
 			pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("%d goroutines after 100 add/rm cycles, %d before:\n%s", runtime.NumGoroutine(), base, b.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+			return fmt.Sprintf("%d goroutines after 100 add/rm cycles, %d before:\n%s", runtime.NumGoroutine(), base, b.String())
+		}))
 	if names, _ := os.ReadDir(filepath.Join(dir, ".tend", "fifo")); len(names) != 0 {
 		t.Errorf("FIFOs left in the state dir: %v", names)
 	}
@@ -243,7 +241,7 @@ func TestFollowOutlivesAReplacedInstance(t *testing.T) {
 		}
 	}
 	add("first")
-	waitFor(t, "the first run's line", func() bool { return logsOf(t, c, "re:0", client.LogOptions{Tail: -1}) == "first\n" })
+	testutil.Eventually(t, "the first run's line", func() bool { return logsOf(t, c, "re:0", client.LogOptions{Tail: -1}) == "first\n" })
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	followed := make(chan error, 1)
@@ -252,10 +250,10 @@ func TestFollowOutlivesAReplacedInstance(t *testing.T) {
 		cancel()
 		<-followed
 	}()
-	waitFor(t, "the follow to start", func() bool { return out.String() == "first\n" })
+	testutil.Eventually(t, "the follow to start", func() bool { return out.String() == "first\n" })
 	if err := c.Remove("re"); err != nil {
 		t.Fatal(err)
 	}
 	add("second")
-	waitFor(t, "the new instance's line", func() bool { return out.String() == "first\nsecond\n" })
+	testutil.Eventually(t, "the new instance's line", func() bool { return out.String() == "first\nsecond\n" })
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // fakeSystemd plays tend's service manager: it owns the socket that
@@ -117,7 +118,7 @@ func TestUnderSystemd(t *testing.T) {
 	f.until(t, "heartbeats", func(notify.Message) bool { return f.beats >= 5 })
 
 	var line string
-	waitFor(t, "w:0's line", func() bool {
+	testutil.Eventually(t, "w:0's line", func() bool {
 		line = logsOf(t, c, "w:0", client.LogOptions{Tail: -1})
 		return strings.Contains(line, "notify=")
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // loginCode runs tend dashboard and returns the code it prints, checking
@@ -63,7 +64,7 @@ func (d *tend) openDashboard(t *testing.T) (page string, wait func() string) {
 		cmd.Process.Kill()
 		<-done
 	})
-	waitFor(t, "xdg-open to be given the page", func() bool {
+	testutil.Eventually(t, "xdg-open to be given the page", func() bool {
 		b, err := os.ReadFile(filepath.Join(rec, "page"))
 		page = string(b)
 		return err == nil
@@ -164,7 +165,7 @@ func startTend(t *testing.T) *tend {
 		}
 	})
 	d.client = client.New(d.sock)
-	waitFor(t, "every instance to be registered", func() bool {
+	testutil.Eventually(t, "every instance to be registered", func() bool {
 		list, err := d.client.List(false)
 		if err != nil {
 			return false
@@ -310,18 +311,6 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		// A navigation under way drops the page's context: -32000.
 		if !strings.Contains(err.Error(), "(-32000)") || time.Now().After(deadline) {
 			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

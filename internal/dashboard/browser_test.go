@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -142,7 +143,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rows button[data-action="restart"][data-id="sleeper:0"]`))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "restart from the page to raise sleeper:0's run", func() bool {
+	testutil.Eventually(t, "restart from the page to raise sleeper:0's run", func() bool {
 		st, err := d.client.Status("sleeper:0")
 		return err == nil && st.Run > before.Run && st.State == program.StateRunning
 	})

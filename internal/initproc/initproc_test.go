@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/initproc"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The test binary doubles as the init under test: with envArgv set, TestMain
@@ -186,40 +187,36 @@ func (h *harness) initPID(t *testing.T) int {
 	t.Helper()
 	pid := h.cmd.Process.Pid
 	f := fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	n := 0
+	testutil.Eventually(t, "unshare to fork init", func() bool {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatalf("finding init: %v", err)
 		}
 		if fs := strings.Fields(string(b)); len(fs) > 0 {
-			n, err := strconv.Atoi(fs[0])
-			if err != nil {
+			if n, err = strconv.Atoi(fs[0]); err != nil {
 				t.Fatal(err)
 			}
-			return n
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("unshare never forked init")
-	return 0
+		return n > 0
+	})
+	return n
 }
 
 // waitFile waits for the child to create path (its "ready" mark).
 func waitFile(t *testing.T, h *harness, path string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, path+" to appear", func() bool {
 		if _, err := os.Stat(path); err == nil {
-			return
+			return true
 		}
 		select {
 		case <-h.done:
 			t.Fatalf("init exited before %s appeared; stderr:\n%s", path, h.stderr.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatalf("%s never appeared", path)
+		return false
+	})
 }
 
 func sh(script string) []string { return []string{"sh", "-c", script} }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The tests here start real processes. The subreaper setting is
@@ -139,7 +140,7 @@ func killAndReap(t testing.TB, pid int, start uint64) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(t, fmt.Sprintf("pid %d to be reaped", pid), func() bool {
+	testutil.Eventually(t, fmt.Sprintf("pid %d to be reaped", pid), func() bool {
 		cur, ok := procStat(pid, st.start)
 		if ok && cur.ppid == os.Getpid() && cur.state == 'Z' {
 			_, _ = syscall.Wait4(pid, nil, 0, nil)
@@ -149,23 +150,12 @@ func killAndReap(t testing.TB, pid int, start uint64) {
 	})
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitExec waits until each pid has exec'd comm, sleeps (its memory is
 // mapped by then) and, when parent is not 0, has parent as its ppid.
 func waitExec(t testing.TB, comm string, parent int, pids ...int) {
 	t.Helper()
 	for _, pid := range pids {
-		waitFor(t, fmt.Sprintf("pid %d to be %s under %d", pid, comm, parent), func() bool {
+		testutil.Eventually(t, fmt.Sprintf("pid %d to be %s under %d", pid, comm, parent), func() bool {
 			st, ok := procStat(pid, 0)
 			return ok && string(st.comm) == comm && st.state == 'S' && (parent == 0 || st.ppid == parent)
 		})
@@ -260,11 +250,11 @@ func TestInChildScenario(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the leader to be a zombie", func() bool {
+	testutil.Eventually(t, "the leader to be a zombie", func() bool {
 		st, ok := procStat(leader, 0)
 		return ok && st.state == 'Z'
 	})
-	waitFor(t, "the leader's child to be adopted", func() bool {
+	testutil.Eventually(t, "the leader's child to be adopted", func() bool {
 		st, ok := procStat(p["sub"], 0)
 		return ok && st.ppid == self
 	})
@@ -417,7 +407,7 @@ func TestSignalReachesMembersOutsideTheGroup(t *testing.T) {
 		if n := tr.Signal(leader, syscall.SIGKILL); n != 1 {
 			t.Errorf("leader gone first %v: signalled %d, want the escapee alone", leaderFirst, n)
 		}
-		waitFor(t, "the escapee to end", func() bool {
+		testutil.Eventually(t, "the escapee to end", func() bool {
 			st, ok := procStat(p["escapee"], 0)
 			return !ok || st.state == 'Z'
 		})

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The subreaper setting and wait4(-1) are process-wide, so the real tests run
@@ -64,17 +66,6 @@ func forkExec(argv ...string) func() (int, error) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // children lists this process's live or zombie children.
 func children(t *testing.T) []int {
 	t.Helper()
@@ -108,8 +99,8 @@ func TestInChildOrphansOfADoubleForkAreReapedAndCounted(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("owner never got its exit")
 	}
-	waitFor(t, "the orphaned sleep to be reaped", func() bool { return r.Orphans() > before })
-	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+	testutil.Eventually(t, "the orphaned sleep to be reaped", func() bool { return r.Orphans() > before })
+	testutil.Eventually(t, "no children left", func() bool { return len(children(t)) == 0 })
 }
 
 func TestInChildEachOwnerGetsOnlyItsOwnChildren(t *testing.T) {
@@ -203,7 +194,7 @@ func TestInChildGroupStragglersAreKilledWhenTheLeaderExits(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit")
 	}
-	waitFor(t, "the straggler to be killed and reaped", func() bool { return len(children(t)) == 0 })
+	testutil.Eventually(t, "the straggler to be killed and reaped", func() bool { return len(children(t)) == 0 })
 	if err := r.Signal(pid, syscall.SIGTERM, true); !errors.Is(err, ErrGone) {
 		t.Errorf("Signal to a reaped pid: %v, want ErrGone", err)
 	}
@@ -216,7 +207,7 @@ func TestInChildSignalReachesTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sleep to start", func() bool { return len(children(t)) >= 1 })
+	testutil.Eventually(t, "sleep to start", func() bool { return len(children(t)) >= 1 })
 	if err := r.Signal(pid, syscall.SIGKILL, true); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +219,7 @@ func TestInChildSignalReachesTheGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no exit")
 	}
-	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+	testutil.Eventually(t, "no children left", func() bool { return len(children(t)) == 0 })
 }
 
 func TestInChildAnAdoptedRunsStragglersEndWithIt(t *testing.T) {
@@ -247,7 +238,7 @@ func TestInChildAnAdoptedRunsStragglersEndWithIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		var leader, bg int
-		waitFor(t, "the run to start", func() bool {
+		testutil.Eventually(t, "the run to start", func() bool {
 			leader, bg = readPid(dir+"/leader"), readPid(dir+"/bg")
 			return leader > 0 && bg > 0
 		})
@@ -265,9 +256,9 @@ func TestInChildAnAdoptedRunsStragglersEndWithIt(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("no exit of the adopted run")
 		}
-		waitFor(t, "the adopted run's straggler to end", func() bool { return !liveProcess(bg) })
+		testutil.Eventually(t, "the adopted run's straggler to end", func() bool { return !liveProcess(bg) })
 	}
-	waitFor(t, "no children left", func() bool { return len(children(t)) == 0 })
+	testutil.Eventually(t, "no children left", func() bool { return len(children(t)) == 0 })
 }
 
 func readPid(path string) int {

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // A run is forked from the forker thread's small table, not the daemon's:
@@ -50,17 +50,16 @@ func TestRunsForkFromASmallTable(t *testing.T) {
 		<-exited
 	}()
 	var size int
-	deadline := time.Now().Add(20 * time.Second)
-	for size == 0 && time.Now().Before(deadline) {
+	testutil.Eventually(t, "the run to sleep", func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "FDSize:"); ok && strings.Contains(string(b), "State:\tS") {
 				size, _ = strconv.Atoi(strings.TrimSpace(v))
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if size == 0 || size >= 3000 {
+		return size != 0
+	})
+	if size >= 3000 {
 		t.Fatalf("the run's descriptor table has room for %d: it was forked from the daemon's (3000+ open), not the forker's", size)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // These tests run real children through os/exec: no reaper runs in this
@@ -101,17 +102,6 @@ func (ch *child) wait(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func readAll(t *testing.T, c *Capture, q logfile.Query, ids ...string) []logfile.Entry {
 	t.Helper()
 	var srcs []logfile.Source
@@ -168,7 +158,7 @@ func TestInterleavedStreamsOfTwoInstancesMerge(t *testing.T) {
 		if _, err := io.WriteString(s.ch.stdin, s.cmd+"\n"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, s.want, func() bool {
+		testutil.Eventually(t, s.want, func() bool {
 			return len(readAll(t, r.c, logfile.Query{Tail: -1}, s.id)) == countFor(steps[:i+1], s.id)
 		})
 		want.WriteString(s.want + "\n")
@@ -205,7 +195,7 @@ func TestUnfinishedLineAndNotes(t *testing.T) {
 	o.Note("starting")
 	ch := startChild(t, o, `printf 'done\nno newline'`)
 	ch.wait(t)
-	waitFor(t, "the end of the stream", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 3 })
+	testutil.Eventually(t, "the end of the stream", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 3 })
 	got := readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")
 	if render(got) != "w:0 tend starting\nw:0 stdout done\nw:0 stdout no newline\n" || !got[2].Partial || got[1].Partial {
 		t.Errorf("got %s %+v", render(got), got)
@@ -245,7 +235,7 @@ func TestDescriptorsPerInstance(t *testing.T) {
 		outs = append(outs, o)
 		kids = append(kids, startChild(t, o, `echo hello; echo oops >&2; exec cat`))
 	}
-	waitFor(t, "every instance's output on disk", func() bool {
+	testutil.Eventually(t, "every instance's output on disk", func() bool {
 		for k := range n {
 			if len(readAll(t, r.c, logfile.Query{Tail: -1}, program.InstanceID("d", k))) != 2 {
 				return false
@@ -286,7 +276,7 @@ func TestPlantedFIFOIsNotWrittenThrough(t *testing.T) {
 	o := NewOutput(r.c, "w:0", smallLogs)
 	ch := startChild(t, o, `echo to stdout; echo to stderr >&2`)
 	ch.wait(t)
-	waitFor(t, "both lines", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 2 })
+	testutil.Eventually(t, "both lines", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 2 })
 	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
 		t.Errorf("written through the symlink: %q", b)
 	}
@@ -360,7 +350,7 @@ func TestBackpressurePausesTheRunAndTheLoopServesOthers(t *testing.T) {
 	o := NewOutput(r.c, "fast:0", program.Logs{MaxSize: 256 << 20, MaxFiles: 1})
 	const n = 200000 // about 1.3 MB: far more than the buffers and the pipe hold
 	ch := startChild(t, o, "seq 1 "+strconv.Itoa(n))
-	waitFor(t, "the read end to be paused", func() bool {
+	testutil.Eventually(t, "the read end to be paused", func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return len(o.streams) > 0 && o.streams[0].paused
@@ -444,7 +434,7 @@ func TestAttachReadsOnAfterTheDaemon(t *testing.T) {
 	o1 := NewOutput(r.c, "w:0", smallLogs)
 	ch := startChild(t, o1, echoer)
 	io.WriteString(ch.stdin, "out before\n")
-	waitFor(t, "the first line", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 1 })
+	testutil.Eventually(t, "the first line", func() bool { return len(readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")) == 1 })
 	// The daemon dies: its read ends close, nothing else happens.
 	o1.mu.Lock()
 	sts := o1.streams
@@ -463,7 +453,7 @@ func TestAttachReadsOnAfterTheDaemon(t *testing.T) {
 	}
 	io.WriteString(ch.stdin, "err after\n")
 	ch.wait(t)
-	waitFor(t, "every line", func() bool { return len(readAll(t, r2.c, logfile.Query{Tail: -1}, "w:0")) == 4 })
+	testutil.Eventually(t, "every line", func() bool { return len(readAll(t, r2.c, logfile.Query{Tail: -1}, "w:0")) == 4 })
 	got := render(readAll(t, r2.c, logfile.Query{Tail: -1}, "w:0"))
 	if got != "w:0 stdout before\nw:0 stdout while away\nw:0 stderr also away\nw:0 stderr after\n" {
 		t.Errorf("got:\n%s", got)

@@ -20,6 +20,7 @@ import (
 	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Fake runs: the test binary re-executed with childEnv set plays a program
@@ -146,23 +147,21 @@ func (rn *runner) exit(pid int) reaper.Status {
 func (rn *runner) readReport(id string) report {
 	rn.t.Helper()
 	var lines []string
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
+	var r report
+	testutil.Eventually(rn.t, "the report in "+id+"'s output", func() bool {
 		lines = lines[:0]
 		for _, e := range readAll(rn.t, rn.rig.c, logfile.Query{Tail: -1}, id) {
 			lines = append(lines, string(e.Line))
 			if j, ok := strings.CutPrefix(string(e.Line), reportPrefix); ok {
-				var r report
 				if err := json.Unmarshal([]byte(j), &r); err != nil {
 					rn.t.Fatalf("report %q: %v", j, err)
 				}
-				return r
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	rn.t.Fatalf("no report in %s's output:\n%s", id, strings.Join(lines, "\n"))
-	return report{}
+		return false
+	}, testutil.Within(wait), testutil.Explain(func() string { return strings.Join(lines, "\n") }))
+	return r
 }
 
 // output is what a run wrote, for failure messages.

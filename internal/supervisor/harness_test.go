@@ -18,6 +18,7 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/spawn"
 	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The tests here run real children, so this test process owns wait4: one
@@ -132,16 +133,11 @@ func (h *harness) matching(kind, id string) []program.Event {
 	return out
 }
 
-// waitFor polls cond with a generous deadline; tests never assert speed.
+// waitFor waits for cond as testutil.Eventually does; a timeout shows
+// every event the harness saw.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s\nevents:\n%s", what, h.dump())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(h.t, what, cond, testutil.Explain(h.dump))
 }
 
 func (h *harness) dump() string {
