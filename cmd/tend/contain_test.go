@@ -193,8 +193,6 @@ func TestStopWaitsForAProcessSlowToDie(t *testing.T) {
 			daemon := `cgroup = "off"`
 			if mode == "cgroup" {
 				daemon = fmt.Sprintf("cgroup = %q", testutil.CgroupDir(t))
-			} else {
-				t.Skip("bug: without cgroups a run ends when its leader is reaped and the rest of its process group is sent SIGKILL; nothing waits for those to be gone, so a stop with wait answers while they still exit")
 			}
 			dir := t.TempDir()
 			tend := tendBinary(t)

@@ -130,17 +130,30 @@ func (b *backend) ParseProgram(body []byte) (program.Spec, error) {
 
 // reload re-reads the config file and applies its programs. A config with
 // errors changes nothing. The [daemon] table is read only at start.
+//
+// Reloads apply one at a time (applyMu), but the bookkeeping lock that
+// tend add, rm and scale share (reloadMu) is held only while the new specs
+// are worked out, not while Apply waits for stops: an agent's turn may hold
+// a stop for its whole turn_grace.
 func (d *daemon) reload() (api.ReloadResult, error) {
+	d.applyMu.Lock()
+	defer d.applyMu.Unlock()
 	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
 	cfg, defaults, err := config.LoadWithDefaults(d.cfg.File)
 	if err != nil {
+		d.reloadMu.Unlock()
+		return api.ReloadResult{}, err
+	}
+	if err := d.checkMemoryMax(cfg.Programs); err != nil {
+		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
 	}
 	d.defaults.Store(defaults)
+	specs := d.reloadSpecs(cfg.Programs, defaults)
+	d.reloadMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
-	diff, err := d.mgr.Apply(ctx, d.reloadSpecs(cfg.Programs, defaults))
+	diff, err := d.mgr.Apply(ctx, specs)
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseReloaded}})
 	res := api.ReloadResult{Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Unchanged: diff.Unchanged}
 	if cfg.Daemon != d.cfg.Daemon {

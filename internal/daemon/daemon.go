@@ -91,7 +91,8 @@ type daemon struct {
 	defaults    atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	started     atomic.Bool                     // the initial start of the fleet is done (readyz)
 	sd          *sdNotifier                     // tend's own service manager (systemd); nil without one
-	reloadMu    sync.Mutex                      // one reload at a time
+	reloadMu    sync.Mutex                      // one reload's bookkeeping, add, rm or scale at a time
+	applyMu     sync.Mutex                      // one reload's Apply at a time
 	shutdown    chan struct{}                   // closed by the first request to stop
 	once        chanOnce
 	printer     chan struct{} // closed when the event printer has caught up and ended

@@ -404,7 +404,7 @@ func TestSignalReachesMembersOutsideTheGroup(t *testing.T) {
 			syscall.Kill(-leader, syscall.SIGKILL)
 			_ = cmd.Wait()
 		}
-		if n := tr.Signal(leader, syscall.SIGKILL); n != 1 {
+		if n, _ := tr.Signal(leader, syscall.SIGKILL); n != 1 {
 			t.Errorf("leader gone first %v: signalled %d, want the escapee alone", leaderFirst, n)
 		}
 		testutil.Eventually(t, "the escapee to end", func() bool {

@@ -12,13 +12,15 @@ import (
 
 // Signal sends sig to every member of the run led by leader outside the
 // leader's process group (the caller signals the group itself, through the
-// reaper), and returns how many it signalled. While the leader lives the
-// run's tree is walked afresh; once it is gone its members are the ones the
-// last sample found, each still the process it found (its stat, held open,
-// or read again, has the same start time), so a reused pid is never hit.
-func (t *Tracker) Signal(leader int, sig syscall.Signal) int {
+// reaper), and returns how many it signalled and the pids of the members
+// still there besides the leader (signalled or in its group: what a stop
+// waits for). While the leader lives the run's tree is walked afresh; once
+// it is gone its members are the ones the last sample found, each still the
+// process it found (its stat, held open, or read again, has the same start
+// time), so a reused pid is never hit.
+func (t *Tracker) Signal(leader int, sig syscall.Signal) (n int, left []int) {
 	if leader <= 0 || leader == t.self {
-		return 0
+		return 0, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -31,13 +33,18 @@ func (t *Tracker) Signal(leader int, sig syscall.Signal) int {
 	if alive {
 		t.resultLocked(r, t.now())
 	}
-	n := 0
 	for _, m := range r.members {
-		if m.pid == leader || m.pgid == leader {
+		if m.pid == leader {
 			continue
 		}
 		if !alive && !t.readLocked(m) {
 			continue // gone, or its pid now names another process
+		}
+		if m.state != "Z" {
+			left = append(left, m.pid)
+		}
+		if m.pgid == leader {
+			continue
 		}
 		if syscall.Kill(m.pid, sig) == nil {
 			n++
@@ -48,7 +55,7 @@ func (t *Tracker) Signal(leader int, sig syscall.Signal) int {
 	} else {
 		t.forgetLocked(r)
 	}
-	return n
+	return n, left
 }
 
 // OwnedBy reports whether pid's environment says it was started by the

@@ -166,21 +166,20 @@ func (r *Reaper) Signal(pid int, sig syscall.Signal, group bool) error {
 
 // SignalUnowned ends the orphans (children no one registered: a subreaper's
 // or PID 1's adopted ones) that match accepts: SIGKILL to each and to the
-// process group it leads. It returns how many. It holds the registry lock,
+// process group it leads. It returns their pids. It holds the registry lock,
 // which the drain needs too, so none of them can be reaped (and its pid
 // reused) before the kill. The kernel hands orphans to the subreaper's
 // first live thread, its main one, so only that thread's children list is
 // read: one small read when there are none.
-func (r *Reaper) SignalUnowned(match func(pid int) bool) int {
+func (r *Reaper) SignalUnowned(match func(pid int) bool) (killed []int) {
 	self := strconv.Itoa(os.Getpid())
 	b, _ := os.ReadFile("/proc/self/task/" + self + "/children")
 	fields := strings.Fields(string(b))
 	if len(fields) == 0 {
-		return 0
+		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
 	for _, f := range fields {
 		pid, err := strconv.Atoi(f)
 		if _, owned := r.routes[pid]; err != nil || owned || !match(pid) {
@@ -190,10 +189,10 @@ func (r *Reaper) SignalUnowned(match func(pid int) bool) int {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			n++
+			killed = append(killed, pid)
 		}
 	}
-	return n
+	return killed
 }
 
 // Orphans is how many unowned children have been reaped.

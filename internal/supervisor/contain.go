@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
@@ -78,13 +80,26 @@ func (in *Instance) signalRun(pid int, sig syscall.Signal) {
 	_ = in.deps.Reaper.Signal(pid, sig, true)
 }
 
-// drain is the end of a run whose leader the reaper collected: with
-// cgroups the rest of the group is killed, and the run counts as ended once
-// the group is empty (reported by the watcher, never polled); true if that
-// is now. Without cgroups it is now.
+// drain is the end of a run whose leader the reaper collected: the rest of
+// the run is killed, and the run counts as ended once every process of it
+// is gone; true if that is now. With cgroups: the group is killed and its
+// emptiness reported by the watcher (never polled). Without: the reaper
+// killed the leader's process group; the members last seen in the run's
+// tree and the orphans carrying its TEND_ID are killed too, and watched
+// through pidfds until they are gone (bounded).
 func (in *Instance) drain(st reaper.Status) bool {
 	if in.group == nil {
-		return true
+		left := in.sweep(st.PID)
+		if len(left) == 0 {
+			return true
+		}
+		in.cur.reaped = &st
+		in.stopHealth()
+		if in.emptied == nil {
+			in.emptied = make(chan struct{}, 1)
+		}
+		go waitGone(left, drainCheck*drainTries, in.emptied)
+		return false
 	}
 	in.cur.reaped = &st
 	in.stopHealth() // the run is over but for its stragglers: no watchdog looks at it
@@ -121,11 +136,14 @@ const (
 
 func (in *Instance) emptiedC() <-chan struct{} { return in.emptied }
 
-// onEmptied finishes the draining run once its group is empty.
+// onEmptied finishes the draining run once its group is empty (or, without
+// cgroups, its last processes are gone).
 func (in *Instance) onEmptied() {
 	if r := in.cur; r != nil && r.reaped != nil {
-		if p, err := in.group.Populated(); err == nil && p {
-			return // a stale notice: the group filled again (it cannot, but look)
+		if in.group != nil {
+			if p, err := in.group.Populated(); err == nil && p {
+				return // a stale notice: the group filled again (it cannot, but look)
+			}
 		}
 		in.stopDrain()
 		in.finish(*r.reaped)
@@ -135,6 +153,10 @@ func (in *Instance) onEmptied() {
 // recheckDrain is the drain's bound: kill again, or give up waiting.
 func (in *Instance) recheckDrain() {
 	r := in.cur
+	if in.group == nil {
+		in.finish(*r.reaped) // waitGone reports at its bound anyway
+		return
+	}
 	p, err := in.group.Populated()
 	if err == nil && p && in.drains < drainTries {
 		in.drains++
@@ -159,6 +181,61 @@ func (in *Instance) stopDrain() {
 	select { // a notice of this drain must not end the next
 	case <-in.emptied:
 	default:
+	}
+}
+
+// sweep ends what an ended run left behind outside its group, without
+// cgroups (the reaper killed the group as the leader exited): the members
+// last seen in its tree, and orphans that reached tend, as subreaper,
+// carrying this instance's TEND_ID. Nothing accumulates across restarts. It
+// returns the pids of the run's processes still there, to wait for.
+func (in *Instance) sweep(pid int) []int {
+	if in.deps.Tree == nil {
+		return nil
+	}
+	_, left := in.deps.Tree.Signal(pid, syscall.SIGKILL)
+	orphans := in.deps.Reaper.SignalUnowned(func(orphan int) bool { return proctree.OwnedBy("/proc", orphan, in.id) })
+	return append(left, orphans...)
+}
+
+// waitGone sends on done once every process of pids has exited (through a
+// pidfd each: a zombie counts as gone), or after bound.
+func waitGone(pids []int, bound time.Duration, done chan<- struct{}) {
+	defer func() {
+		select {
+		case done <- struct{}{}:
+		default:
+		}
+	}()
+	var fds []unix.PollFd
+	for _, pid := range pids {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		}
+	}
+	defer func() {
+		for _, p := range fds {
+			unix.Close(int(p.Fd))
+		}
+	}()
+	deadline := time.Now().Add(bound)
+	for len(fds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if _, err := unix.Poll(fds, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
+			return
+		}
+		open := fds[:0]
+		for _, p := range fds {
+			if p.Revents != 0 {
+				unix.Close(int(p.Fd))
+			} else {
+				open = append(open, unix.PollFd{Fd: p.Fd, Events: unix.POLLIN})
+			}
+		}
+		fds = open
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/cgroup"
-	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/restart"
@@ -60,7 +59,7 @@ type Tree interface {
 	Describe(pids []int, prev []program.Process) (procs []program.Process, rss int64, truncated bool)
 	// Signal sends sig to the run's members outside its process group
 	// (fresh while the leader lives, else as last seen); see proctree.
-	Signal(leader int, sig syscall.Signal) int
+	Signal(leader int, sig syscall.Signal) (signalled int, left []int)
 }
 
 type cmdKind int
@@ -414,7 +413,6 @@ func (in *Instance) finish(st reaper.Status) {
 	in.disarm()
 	in.stopHealth()
 	in.closeNotify()
-	in.sweep(st.PID)
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
 	if st.Adopted {
 		ex.Unknown = true
@@ -504,18 +502,6 @@ func (in *Instance) report() {
 	in.reportHealth(&st)
 	snap.Status, snap.Turn, snap.Members = st, in.turnReport(), in.membersFunc()
 	in.deps.Update(snap)
-}
-
-// sweep ends what an ended run left behind outside its group (the reaper
-// killed the group as the leader exited): the members last seen in its
-// tree, and orphans that reached tend, as subreaper, carrying this
-// instance's TEND_ID. Nothing accumulates across restarts.
-func (in *Instance) sweep(pid int) {
-	if in.deps.Tree == nil || in.group != nil {
-		return // with cgroups the group was emptied
-	}
-	in.deps.Tree.Signal(pid, syscall.SIGKILL)
-	in.deps.Reaper.SignalUnowned(func(orphan int) bool { return proctree.OwnedBy("/proc", orphan, in.id) })
 }
 
 // stoppingFor names why a run is being stopped, for the status's why.

@@ -33,6 +33,11 @@ type Manager struct {
 type group struct {
 	spec  *program.Spec
 	insts []*Instance
+	// removing: the program is on its way out (tend rm, a reload, the
+	// shutdown). It stays listed until its instances have stopped, which
+	// an agent's turn may make take a while: its ids still answer (status,
+	// logs, stop --now) and the shutdown still counts it.
+	removing bool
 }
 
 // NewManager returns an empty Manager. forget is called with each instance's
@@ -126,26 +131,33 @@ func (m *Manager) growLocked(g *group, n int) {
 	}
 }
 
-// Remove stops every instance of a program and forgets it.
+// Remove stops every instance of a program and forgets it, once they have
+// stopped (also when ctx ends first: then in the background).
 func (m *Manager) Remove(ctx context.Context, name string) error {
 	m.mu.Lock()
 	g, ok := m.progs[name]
 	if ok {
-		delete(m.progs, name)
+		g.removing = true
 	}
 	m.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
 	}
-	err := m.retire(ctx, g.insts)
-	m.trackedChanged()
-	return err
+	return m.retire(ctx, g.insts, func() {
+		m.mu.Lock()
+		if m.progs[name] == g {
+			delete(m.progs, name)
+		}
+		m.mu.Unlock()
+		m.trackedChanged()
+	})
 }
 
-// retire stops and ends the instances and forgets them. If ctx ends first
-// they are still forgotten once they have stopped (a cancelled tend rm
-// leaves no ghost in tend ps), and retire returns ctx's error.
-func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
+// retire stops and ends the instances and forgets them, then calls gone
+// (may be nil). If ctx ends first they are still forgotten once they have
+// stopped (a cancelled tend rm leaves no ghost in tend ps), and retire
+// returns ctx's error.
+func (m *Manager) retire(ctx context.Context, insts []*Instance, gone func()) error {
 	sendAll(insts, cmdRemove, program.ActOptions{Wait: true})
 	var pending []*Instance
 	for _, in := range insts {
@@ -157,12 +169,18 @@ func (m *Manager) retire(ctx context.Context, insts []*Instance) error {
 		}
 	}
 	if len(pending) == 0 {
+		if gone != nil {
+			gone()
+		}
 		return nil
 	}
 	go func() {
 		for _, in := range pending {
 			<-in.done
 			m.forgetInstance(in)
+		}
+		if gone != nil {
+			gone()
 		}
 	}()
 	return ctx.Err()
@@ -312,6 +330,11 @@ type Diff struct {
 // unchanged ones are left alone, and a change of instances alone adds or
 // retires instances without touching the others.
 func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error) {
+	// Only what was there when the reload began can be removed by it: a
+	// program added over the API meanwhile is not the reload's to judge.
+	m.mu.Lock()
+	names := m.namesLocked()
+	m.mu.Unlock()
 	var d Diff
 	var added []program.Spec
 	want := map[string]bool{}
@@ -340,9 +363,6 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 			errs <- err
 		}
 	}
-	m.mu.Lock()
-	names := m.namesLocked()
-	m.mu.Unlock()
 	for _, name := range names {
 		if !want[name] {
 			d.Removed = append(d.Removed, name)
@@ -397,9 +417,7 @@ func (m *Manager) rescale(ctx context.Context, name string, n int) error {
 	if spec.Autostart { // an adopted one is running: a no-op
 		collect(context.Background(), added, sendAll(added, cmdStart, program.ActOptions{}))
 	}
-	err := m.retire(ctx, extra)
-	m.trackedChanged()
-	return err
+	return m.retire(ctx, extra, m.trackedChanged)
 }
 
 // Shutdown stops every instance and refuses further additions.
