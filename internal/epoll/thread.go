@@ -199,8 +199,29 @@ var runtimeFDs = sync.OnceValue(findRuntimeDescriptors)
 
 // runtimeDescriptors returns, sorted, the descriptors a loop's table keeps:
 // the standard streams and the runtime poller's; nil when the poller's
-// cannot be told, and so no table of a loop's own can be made.
-func runtimeDescriptors() []int { return runtimeFDs() }
+// cannot be told, and so no table of a loop's own can be made. Those found
+// once are checked again: one that is no epoll or eventfd descriptor now
+// (not the runtime's, closed since and its number reused) is left out.
+func runtimeDescriptors() []int {
+	found := runtimeFDs()
+	if found == nil {
+		return nil
+	}
+	kept := make([]int, 0, len(found))
+	for _, fd := range found {
+		if fd <= 2 || isPollerKind("/proc/self/fd/"+strconv.Itoa(fd)) {
+			kept = append(kept, fd)
+		}
+	}
+	return kept
+}
+
+// isPollerKind says whether the descriptor at path (under /proc) is an
+// epoll or an eventfd descriptor.
+func isPollerKind(path string) bool {
+	link, _ := os.Readlink(path)
+	return link == "anon_inode:[eventpoll]" || link == "anon_inode:[eventfd]"
+}
 
 // findRuntimeDescriptors makes the poller exist (a pipe handed to os does)
 // and lists the process's epoll and eventfd descriptors, found before any
@@ -224,7 +245,8 @@ func findRuntimeDescriptors() []int {
 		if err != nil || fd <= 2 {
 			continue
 		}
-		switch link, _ := os.Readlink("/proc/self/fd/" + name); link {
+		link, _ := os.Readlink("/proc/self/fd/" + name)
+		switch link {
 		case "anon_inode:[eventpoll]":
 			epolls++
 		case "anon_inode:[eventfd]":
