@@ -17,7 +17,9 @@ import (
 // value, with the new value. The kernel signals a change of cgroup.events
 // as IN_MODIFY; the Tree has one inotify descriptor for all its groups,
 // read by a handler on the shared epoll loop, so fn runs on that loop's
-// goroutine and must not block. Changes are reported against the value
+// goroutine and must not block, nor call Watch, nor touch the daemon's
+// descriptors (the loop's thread has a table of its own: see
+// internal/epoll). Changes are reported against the value
 // read when Watch was called: to learn the state now, call Populated after
 // Watch (a change in between is then either read or reported).
 //
@@ -37,8 +39,8 @@ func (g *Group) Watch(fn func(populated bool)) (stop func(), err error) {
 // watcher is a Tree's inotify descriptor and the groups it watches.
 type watcher struct {
 	mu     sync.Mutex                         // guards all below
-	fd     int                                // the inotify descriptor; -1 until the first watch
-	ew     *epoll.Watch                       // fd on the shared loop
+	fd     int                                // the inotify descriptor in the daemon's table; -1 until the first watch
+	ew     *epoll.Watch                       // its copy on an epoll loop (KeepOriginal: both stay open)
 	closed bool                               // Tree.Close was called
 	byWD   map[int32]*watched                 // armed watches by descriptor
 	byPath map[string]*watched                // every watched group, armed or not
@@ -64,6 +66,10 @@ func newWatcher() *watcher {
 }
 
 func (w *watcher) add(dir string, fn func(bool)) (func(), error) {
+	if epoll.OnLoopThread() {
+		// w.fd's number means another file on a loop's thread.
+		return nil, errors.New("cgroup: Watch from an epoll handler")
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -114,9 +120,11 @@ func (w *watcher) startLocked() error {
 	if err != nil {
 		return fmt.Errorf("cgroup: inotify_init1: %w", err)
 	}
+	// KeepOriginal: watches are added to fd from other goroutines, while
+	// the loop reads events from its copy.
 	loop, err := epoll.Shared()
 	if err == nil {
-		w.ew, err = loop.Add(fd, w.handle)
+		w.ew, err = loop.Add(fd, w.handle, epoll.KeepOriginal())
 	}
 	if err != nil {
 		unix.Close(fd)
@@ -144,11 +152,27 @@ func (w *watcher) armLocked(wt *watched) error {
 // dropLocked stops watching wt.
 func (w *watcher) dropLocked(wt *watched) {
 	if wt.wd >= 0 {
-		_, _ = unix.InotifyRmWatch(w.fd, uint32(wt.wd))
+		if epoll.OnLoopThread() {
+			// stop called from fn, in the handler: w.fd's number means
+			// another file on the loop's thread.
+			go w.rmWatch(wt.wd)
+		} else {
+			_, _ = unix.InotifyRmWatch(w.fd, uint32(wt.wd))
+		}
 		delete(w.byWD, wt.wd)
 		wt.wd = -1
 	}
 	delete(w.byPath, wt.dir)
+}
+
+// rmWatch removes the inotify watch wd unless it was armed again
+// meanwhile (inotify gives a file's watch the same wd again).
+func (w *watcher) rmWatch(wd int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed && w.byWD[wd] == nil {
+		_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
+	}
 }
 
 // rearm watches dir's new cgroup.events after Prepare made it afresh.
@@ -231,7 +255,7 @@ func appendOnce(ws []*watched, wt *watched) []*watched {
 
 func (w *watcher) close() error {
 	w.mu.Lock()
-	ew := w.ew
+	ew, fd := w.ew, w.fd
 	w.closed = true
 	w.byWD = map[int32]*watched{}
 	w.byPath = map[string]*watched{}
@@ -241,5 +265,9 @@ func (w *watcher) close() error {
 		return nil
 	}
 	// Outside mu: Close waits for a handler in flight, which takes mu.
-	return ew.Close()
+	err := ew.Close()
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,11 +42,11 @@ type Output struct {
 	failing bool             // a write failed and OnError was told
 }
 
-// stream is one watched read end.
+// stream is one watched read end. The descriptor lives in the epoll
+// loop's table: it is read only there, by the handler or through w.Do.
 type stream struct {
 	s      logfile.Stream
-	fd     int          // the read end, owned by w: open until the handler saw its end (ended) or Close
-	w      *epoll.Watch // set under Output.mu right after the watch starts
+	w      *epoll.Watch // owns the read end; set under Output.mu before the handler's first call
 	paused bool
 	ended  bool
 }
@@ -143,18 +144,30 @@ func (o *Output) isClosed() bool {
 // drainRest reads what is in the pipes now: the run has ended, and the
 // loop may not have got to the last of what it wrote. A full buffer waits
 // for the writer (the loop's budget aside: this is the last of it). What
-// heirs of the run write later is not waited for.
+// heirs of the run write later is not waited for. The reads happen on the
+// loop's thread (Do), where the read ends are; o.mu is not held meanwhile,
+// as the loop's handlers take it.
 func (o *Output) drainRest() {
 	for {
 		o.mu.Lock()
+		sts := slices.Clone(o.streams)
+		o.mu.Unlock()
 		blocked := false
-		for _, st := range o.streams {
-			if !st.ended && !o.readAllLocked(st) {
-				blocked = true
+		for _, st := range sts {
+			_ = st.w.Do(func(fd int) { // ErrClosed: the handler saw the end
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				blocked = !st.ended && !o.readAllLocked(st, fd)
+			})
+			if blocked {
 				break
 			}
 		}
-		if blocked && !o.enqueueLocked() {
+		if !blocked {
+			return
+		}
+		o.mu.Lock()
+		if !o.enqueueLocked() {
 			o.mu.Unlock()
 			w := o.e.w // the writers have stopped: write here
 			w.run.Lock()
@@ -163,16 +176,13 @@ func (o *Output) drainRest() {
 			continue
 		}
 		o.mu.Unlock()
-		if !blocked {
-			return
-		}
 		<-o.took
 	}
 }
 
-// readAllLocked reads st until the pipe is empty or at its end (true), or
-// pend is full (false).
-func (o *Output) readAllLocked(st *stream) bool {
+// readAllLocked reads st's read end fd until the pipe is empty or at its
+// end (true), or pend is full (false).
+func (o *Output) readAllLocked(st *stream, fd int) bool {
 	for {
 		if o.pend == nil {
 			o.pend = getBuf()
@@ -182,7 +192,7 @@ func (o *Output) readAllLocked(st *stream) bool {
 		if room < minRead {
 			return false
 		}
-		n, err := unix.Read(st.fd, o.pend[start+frameHdr:start+frameHdr+room])
+		n, err := unix.Read(fd, o.pend[start+frameHdr:start+frameHdr+room])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -333,31 +343,34 @@ func (o *Output) pausedLocked() bool {
 }
 
 // watch reads the non-blocking read end rfd from the shared epoll loop
-// until every writer has closed it; then the loop closes rfd. watch owns
-// rfd, also on error.
+// until every writer has closed it; then the loop closes its copy. watch
+// owns rfd, also on error: the loop keeps a copy in its own table (see
+// internal/epoll) and rfd is closed.
 func (o *Output) watch(rfd int, s logfile.Stream) error {
 	l, err := epoll.Shared()
 	if err != nil {
 		unix.Close(rfd)
 		return fmt.Errorf("watching output: %w", err)
 	}
-	st := &stream{s: s, fd: rfd}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	// The handler may run before Add returns; it waits for o.mu, and so
-	// finds st.w set.
-	w, err := l.Add(rfd, func(fd int) bool { return o.drain(st, fd) })
+	st := &stream{s: s}
+	// st joins o before the handler's first call (OnWatch, on the loop's
+	// thread), so a pause it makes is found by resume. o.mu is not held
+	// across Add: the loop may be in a handler of o's, which takes it.
+	_, err = l.Add(rfd, func(fd int) bool { return o.drain(st, fd) }, epoll.OnWatch(func(w *epoll.Watch) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		st.w = w
+		kept := o.streams[:0]
+		for _, old := range o.streams {
+			if !old.ended {
+				kept = append(kept, old)
+			}
+		}
+		o.streams = append(kept, st)
+	}))
 	if err != nil {
 		unix.Close(rfd)
 		return fmt.Errorf("watching output: %w", err)
 	}
-	st.w = w
-	kept := o.streams[:0]
-	for _, old := range o.streams {
-		if !old.ended {
-			kept = append(kept, old)
-		}
-	}
-	o.streams = append(kept, st)
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-sh/tend/internal/epoll"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/notify"
 	"github.com/tend-sh/tend/internal/program"
@@ -206,17 +207,28 @@ func TestUnfinishedLineAndNotes(t *testing.T) {
 	o.Close()
 }
 
-// fds lists this process's descriptors whose target is under dir.
+// fds lists this process's descriptors whose target is under dir: in its
+// own table and in the epoll loops' (where watched read ends live).
 func fds(t *testing.T, dir string) []string {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
+	tables := []string{"/proc/self/fd"}
+	if p, err := epoll.Shared(); err == nil {
+		for _, l := range p.Stats() {
+			if l.Private {
+				tables = append(tables, fmt.Sprintf("/proc/self/task/%d/fd", l.TID))
+			}
+		}
 	}
 	var out []string
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, dir+"/") {
-			out = append(out, target)
+	for _, table := range tables {
+		ents, err := os.ReadDir(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if target, err := os.Readlink(table + "/" + e.Name()); err == nil && strings.HasPrefix(target, dir+"/") {
+				out = append(out, target)
+			}
 		}
 	}
 	return out
