@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 
+	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/cgroup"
 )
 
@@ -33,7 +32,7 @@ func openCgroups(mode string) (*cgroups, string) {
 	}
 	dir := mode
 	if dir == "" {
-		base, err := ownCgroup2()
+		base, err := measure.CgroupDir("self")
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -64,45 +63,4 @@ func (c *cgroups) close() error {
 		errs = append(errs, os.Remove(c.dir))
 	}
 	return errors.Join(errs...)
-}
-
-// ownCgroup2 is the directory of this process's cgroup v2 group: its path
-// in /proc/self/cgroup ("0::/...") below the mount of /proc/self/mountinfo
-// whose root holds it.
-func ownCgroup2() (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	own := ""
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			own = p
-		}
-	}
-	if !path.IsAbs(own) {
-		return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
-	}
-	b, err = os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "cgroup2" {
-			continue
-		}
-		root, point := f[3], f[4]
-		if rel, err := filepath.Rel(root, own); err == nil && !strings.HasPrefix(rel, "..") {
-			return filepath.Join(point, rel), nil
-		}
-	}
-	return "", errors.New("no cgroup2 mount holds this process's group")
 }

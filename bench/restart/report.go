@@ -52,7 +52,7 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\ttend\ttarget\tverdict\tpeers")
-	t := table{tw: tw, runs: runs}
+	t := table{measure.Table[Results]{W: tw, Runs: runs}}
 	pc := peerCols{pr}
 
 	t.row("baseline fork+exec+wait /bin/true", func(r Results) (float64, bool) { return r.Baseline.rate(), r.Baseline.Spawns > 0 },
@@ -126,31 +126,16 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 	writeDetails(w, runs)
 }
 
-// table renders rows of one measure over the runs.
+// table is the report's table with what only this report needs.
 type table struct {
-	tw   io.Writer
-	runs []Results
+	measure.Table[Results]
 }
 
-func (t table) any(f func(Results) bool) bool { return slices.ContainsFunc(t.runs, f) }
-
-// row prints one measure: get's value in each run that has it, formatted
-// by f; pass, if not nil, judges each value against target.
 func (t table) row(name string, get func(Results) (float64, bool), f func(float64) string, target string, pass func(float64) bool, peers string) {
-	var vals []float64
-	var ok []bool
-	for _, r := range t.runs {
-		v, has := get(r)
-		if !has {
-			continue
-		}
-		vals = append(vals, v)
-		if pass != nil {
-			ok = append(ok, pass(v))
-		}
-	}
-	fmt.Fprintf(t.tw, "%s\t%s\t%s\t%s\t%s\n", name, measure.Span(vals, f), target, measure.Verdict(ok), peers)
+	t.Row(name, get, f, target, pass, peers)
 }
+
+func (t table) any(f func(Results) bool) bool { return slices.ContainsFunc(t.Runs, f) }
 
 // missing says why a variant has no figures.
 func (t table) missing(name string, runs []Results) {
@@ -161,7 +146,7 @@ func (t table) missing(name string, runs []Results) {
 			break
 		}
 	}
-	fmt.Fprintf(t.tw, "%s\t%s\t\t\t\n", name, why)
+	t.Line(name, why)
 }
 
 // lat is the latency variant of r, or nil.
