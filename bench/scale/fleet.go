@@ -227,7 +227,7 @@ func waitFleet(ctx context.Context, d *daemon, o options, fs fleetSpec, res *Fle
 func finalCount(d *daemon, res *Fleet, why string) string {
 	res.Running, _ = countRunning(d)
 	_ = startDetails(d, res)
-	return fmt.Sprintf("%s: %d running, %d spawned, %d spawn_failed %v", why, res.Running, res.Spawned, res.Failed, res.Errnos)
+	return fmt.Sprintf("%s: %d running, %d spawned, %d spawn_failed %s", why, res.Running, res.Spawned, res.Failed, kinds(res.Errnos))
 }
 
 // readiness is GET /readyz: the counts of instances that should run and

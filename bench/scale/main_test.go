@@ -106,7 +106,7 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	if a.String() != b.String() || string(saved) != b.String() {
 		t.Errorf("the report of the file differs from the run's:\n%s\n---\n%s", b.String(), a.String())
 	}
-	for _, want := range []string{"N = 20 (4 programs x 5)", "start -> all running", "descriptors per instance", "tend status ID, median",
+	for _, want := range []string{"N = 20 (4 programs x 5)", "start -> all running", "descriptors per running instance", "tend status ID, median",
 		"idle CPU, 10 idle agents", "idle CPU, max_rss, cgroup off on 10", "config load, 20 programs x 1", "added by the crowd, p50",
 		"STATUS= sent -> GET status, p50", "bench/peers run 20261202T145158Z"} {
 		if !strings.Contains(b.String(), want) {

@@ -93,7 +93,6 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 func plainTable(w io.Writer, runs []Results, n int, pr *peers.Run) {
 	tg := targetsAt[n]
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
 	get := func(r Results) (Fleet, bool) {
 		for _, f := range plain(r) {
 			if f.N == n {
@@ -113,11 +112,18 @@ func plainTable(w io.Writer, runs []Results, n int, pr *peers.Run) {
 	fmt.Fprintf(tw, "N = %d%s\ttend\ttarget\tverdict\t%s\n", n, shape, peerHead)
 	t := measure.Table[Results]{W: tw, Runs: runs}
 	pc := peerCols{pr, n}
+	var short []string
 	for _, r := range runs {
 		if f, ok := get(r); ok && f.Error != "" {
-			t.Line("run "+r.Stamp, "stopped short: "+f.Error)
+			short = append(short, fmt.Sprintf("run %s stopped short: %s", r.Stamp, f.Error))
 		}
 	}
+	defer func() {
+		tw.Flush()
+		for _, s := range short {
+			fmt.Fprintln(w, s)
+		}
+	}()
 	ok := func(f func(Fleet) float64) func(Results) (float64, bool) {
 		return func(r Results) (float64, bool) {
 			fl, has := get(r)
@@ -139,12 +145,16 @@ func plainTable(w io.Writer, runs []Results, n int, pr *peers.Run) {
 		}
 		return f
 	}
+	if len(short) > 0 {
+		t.Row("instances running", anyRun(func(f Fleet) float64 { return float64(f.Running) }), count,
+			fmt.Sprint(n), func(v float64) bool { return int(v) == n }, "")
+	}
 	t.Row("start -> all running", ok(func(f Fleet) float64 { return f.AllRunning.D().Seconds() }), secs,
 		target(tg.up > 0, "<= "+secs(tg.up.Seconds())), judge(tg.up > 0, func(v float64) bool { return v <= tg.up.Seconds() }), pc.scale("up"))
 	t.Row("spawn_failed", anyRun(func(f Fleet) float64 { return float64(f.Failed) }), count, "0", func(v float64) bool { return v == 0 }, "")
 	t.Row("daemon PSS", anyRun(func(f Fleet) float64 { return float64(f.Mem.PSS) }), mib,
 		target(tg.pss > 0, "<= "+mib(float64(tg.pss))), judge(tg.pss > 0, func(v float64) bool { return v <= float64(tg.pss) }), pc.scale("pss"))
-	t.Row("descriptors per instance", anyRun(func(f Fleet) float64 { return float64(f.Mem.FDs) / float64(max(f.N, 1)) }),
+	t.Row("descriptors per running instance", anyRun(func(f Fleet) float64 { return float64(f.Mem.FDs) / float64(max(f.Running, 1)) }),
 		func(v float64) string { return fmt.Sprintf("%.2f", v) },
 		target(tg.fds > 0, fmt.Sprintf("<= %.2f", tg.fds)), judge(tg.fds > 0, func(v float64) bool { return v <= tg.fds }), "")
 	t.Row("idle CPU, no watchdog", ok(func(f Fleet) float64 { return f.Idle.percent() }), pct,
@@ -315,7 +325,8 @@ func writeDetails(w io.Writer, runs []Results) {
   listing shows every instance running with a pid (found by polling the last
   instance's status, then /readyz's counts, never the full listing alone).
 - CPU is /proc/PID/task/*/schedstat run time summed over the daemon's threads.
-- descriptors per instance is all the daemon's open descriptors over N.
+- descriptors per running instance is all the daemon's open descriptors
+  (fixed ones included) over the instances running.
 - tend ps and tend status ID are exec'd with stdout to /dev/null; the peers'
   CLI figures are one call each in bench/peers (§1 one CLI call, §3 list).
 - kill -> exited includes the kernel's teardown of the killed process.

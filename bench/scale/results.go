@@ -53,13 +53,13 @@ type ConfigLoad struct {
 
 // Fleet is one tend up on a generated config, from its start to its tend down.
 type Fleet struct {
-	Label     string `json:"label"`     // "plain", "max_rss", "max_rss, cgroup off", "agents"
-	N         int    `json:"n"`         // instances
-	Programs  int    `json:"programs"`  //
-	Instances int    `json:"instances"` // per program
-	Defaults  string `json:"defaults"`  // the [defaults] lines
-	Cgroup    string `json:"cgroup"`    // [daemon] cgroup
-	Tracking  string `json:"tracking"`  // as the status of an instance says
+	Label     string `json:"label"`             // "plain", "max_rss", "max_rss, cgroup off", "agents"
+	N         int    `json:"n"`                 // instances
+	Programs  int    `json:"programs"`          //
+	Instances int    `json:"instances"`         // per program
+	Defaults  string `json:"defaults"`          // the [defaults] lines
+	Cgroup    string `json:"cgroup"`            // [daemon] cgroup
+	Tracking  string `json:"tracking"`          // as the status of an instance says
 	Groups    string `json:"cgroups,omitempty"` // the daemon's cgroup tree (removed after tend down)
 	Error     string `json:"error,omitempty"`
 
