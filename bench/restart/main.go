@@ -62,6 +62,8 @@ func main() {
 	flag.StringVar(&report, "report", "", "print the report of these results directories (comma-separated) instead of measuring")
 	flag.Parse()
 
+	wd, _ := os.Getwd()
+	root, rootErr := measure.ModuleRoot(wd)
 	var pr *peers.Run
 	if peersDir != "" {
 		var err error
@@ -80,6 +82,13 @@ func main() {
 			}
 			runs = append(runs, r)
 		}
+		// Without -peers, the peers the first run was reported with.
+		if pr == nil && runs[0].Peers != "" {
+			var err error
+			if pr, err = peers.Find(runs[0].Peers, root); err != nil {
+				fmt.Fprintf(os.Stderr, "restart: the recorded peers %s: %v (without their columns)\n", runs[0].Peers, err)
+			}
+		}
 		printReport(os.Stdout, runs, pr)
 		return
 	}
@@ -88,10 +97,8 @@ func main() {
 		os.Exit(2)
 	}
 	if out == "" {
-		wd, _ := os.Getwd()
-		root, err := measure.ModuleRoot(wd)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "restart:", err)
+		if rootErr != nil {
+			fmt.Fprintln(os.Stderr, "restart:", rootErr)
 			os.Exit(2)
 		}
 		out = filepath.Join(root, "bench", "restart", "results")
@@ -105,6 +112,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "restart:", err)
 		stop()
 		os.Exit(1)
+	}
+	if pr != nil {
+		res.Peers = peers.Rel(pr.Dir, root)
 	}
 	dir, err := save(out, res, pr)
 	if err != nil {

@@ -14,6 +14,7 @@ type Results struct {
 	Machine     measure.Machine `json:"machine"`
 	Tend        measure.Source  `json:"tend"`
 	Settings    Settings        `json:"settings"`
+	Peers       string          `json:"peers,omitempty"` // the bench/peers results directory of the report's peers' columns
 	ConfigLoad  []ConfigLoad    `json:"config_load"`
 	Fleets      []Fleet         `json:"fleets"`
 	MemoryReads *MemoryReads    `json:"memory_reads,omitempty"`

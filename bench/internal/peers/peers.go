@@ -217,3 +217,28 @@ func (r *Run) FloorMedian(lang, mode string, workers int, spawn bool) (float64, 
 
 // Cite names the run in a report: "bench/peers run STAMP".
 func (r *Run) Cite() string { return "bench/peers run " + r.Stamp }
+
+// Rel is how a results file records the peers directory dir: relative to
+// the module root when it is inside it, so that the record holds wherever
+// the repository is checked out.
+func Rel(dir, root string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	if rel, err := filepath.Rel(root, abs); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return abs
+}
+
+// Find loads a recorded peers directory: as given, else relative to root.
+func Find(dir, root string) (*Run, error) {
+	if filepath.IsAbs(dir) {
+		return Load(dir)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return Load(dir)
+	}
+	return Load(filepath.Join(root, dir))
+}
