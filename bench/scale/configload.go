@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/tend-sh/tend/bench/internal/measure"
@@ -11,13 +12,22 @@ import (
 )
 
 // configShapes are the fleets whose configs are loaded: n programs of one
-// instance each and, from 1,000 up, n/10 programs of ten instances.
-func configShapes(ns []int) [][2]int {
+// instance each, the plain fleet's shape if it has more instances per
+// program, and, from 1,000 up, n/10 programs of ten instances.
+func configShapes(ns []int, instances int) [][2]int {
 	var shapes [][2]int
+	add := func(programs, k int) {
+		if !slices.Contains(shapes, [2]int{programs, k}) {
+			shapes = append(shapes, [2]int{programs, k})
+		}
+	}
 	for _, n := range ns {
-		shapes = append(shapes, [2]int{n, 1})
+		add(n, 1)
+		if instances > 1 {
+			add(n/instances, instances)
+		}
 		if n >= 1000 && n%10 == 0 {
-			shapes = append(shapes, [2]int{n / 10, 10})
+			add(n/10, 10)
 		}
 	}
 	return shapes

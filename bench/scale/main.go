@@ -236,7 +236,7 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 	}
 	res.Tend = bins.src
 
-	for _, shape := range configShapes(o.ns) {
+	for _, shape := range configShapes(o.ns, o.instances) {
 		fmt.Fprintf(progress, "config load: %d programs x %d instances, %d times\n", shape[0], shape[1], o.loadRuns)
 		cl, err := measureConfigLoad(dir, shape[0], shape[1], o.loadRuns)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	if len(f.Status) != o.requests || len(f.StatusRaw) != o.requests || len(f.PS) != o.cliRuns || len(f.StatusCLI) != o.cliRuns || f.StatusBytes <= 0 {
 		t.Errorf("listings: %d status, %d raw, %d ps, %d status CLI, %d bytes", len(f.Status), len(f.StatusRaw), len(f.PS), len(f.StatusCLI), f.StatusBytes)
 	}
-	if len(res.ConfigLoad) != 1 || len(res.ConfigLoad[0].Samples) != o.loadRuns {
+	if len(res.ConfigLoad) != 2 || len(res.ConfigLoad[1].Samples) != o.loadRuns || res.ConfigLoad[1].Instances != 5 {
 		t.Errorf("config loads: %+v", res.ConfigLoad)
 	}
 	if mr := res.MemoryReads; mr == nil || (len(mr.CPU) != o.sweeps && mr.NotMeasured == "") {
@@ -159,5 +160,16 @@ func TestFleetConfig(t *testing.T) {
 		if strings.Contains(plain, bad) {
 			t.Errorf("a plain config has %q:\n%s", bad, plain)
 		}
+	}
+}
+
+func TestConfigShapes(t *testing.T) {
+	got := configShapes([]int{100, 10000}, 1)
+	want := [][2]int{{100, 1}, {10000, 1}, {1000, 10}}
+	if !slices.Equal(got, want) {
+		t.Errorf("shapes %v, want %v", got, want)
+	}
+	if got := configShapes([]int{1000}, 10); !slices.Equal(got, [][2]int{{1000, 1}, {100, 10}}) {
+		t.Errorf("shapes with 10 instances: %v", got)
 	}
 }

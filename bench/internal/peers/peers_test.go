@@ -39,3 +39,16 @@ func TestLoadKeptRun(t *testing.T) {
 		t.Error("an empty directory loaded")
 	}
 }
+
+func TestRelFind(t *testing.T) {
+	root := t.TempDir()
+	if got := Rel(root+"/bench/peers/results/X", root); got != "bench/peers/results/X" {
+		t.Errorf("Rel inside the root = %q", got)
+	}
+	if got := Rel("/elsewhere/X", root); got != "/elsewhere/X" {
+		t.Errorf("Rel outside the root = %q", got)
+	}
+	if _, err := Find(kept, "/nonexistent"); err != nil {
+		t.Errorf("Find of a path relative to here: %v", err)
+	}
+}
