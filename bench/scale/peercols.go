@@ -138,4 +138,3 @@ func (p peerCols) fastestCLI() (float64, bool) {
 	}
 	return best, ok
 }
-
