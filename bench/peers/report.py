@@ -99,6 +99,11 @@ def main():
             L.append("| %s | %s | %s | %s | %s | %s | %s | %d |" % (
                 t, mp(r["exit_ms"], 2), mp(r["fork_ms"]), mp(r["exec_ms"]), mp(r["status_ms"]),
                 mp(r["cli_ms"]), mp(r["cli_call_ms"]), r["failures"]))
+        if any(t.startswith("s6") and "skipped" not in r for t, r in lat["tools"].items()):
+            L.append("\ns6's status API column is one `s6-svstat -p` exec per look (s6 has no "
+                     "persistent status client), so it is quantised by that exec (4–7 ms on this VM) "
+                     "and overstates how late s6 knows the new pid; its fork and exec columns are "
+                     "kernel timestamps and are not affected.")
         L.append("\nmin–max of the fork column: " + "; ".join(
             "%s %.1f–%.1f" % (t, r["fork_ms"]["min"], r["fork_ms"]["max"])
             for t, r in lat["tools"].items() if "fork_ms" in r and r["fork_ms"].get("n")) + " ms.\n")
@@ -127,8 +132,11 @@ def main():
                  "supervisor's own processes (programs excluded; shared pages split fairly); "
                  "RSS-sum counts shared libraries once per process and hugely overstates "
                  "multi-process supervisors. Idle CPU = supervisor CPU time over the idle window "
-                 "(after %.0f s settle). List = one full status listing through the CLI.\n"
-                 % scales[0]["settle_s"])
+                 "(after %.0f s settle). List = one full status listing through the CLI. A cell whose "
+                 "programs were not all running within its time limit (start included; %s) has no "
+                 "figures and says so, e.g. \"did not finish in 10 min\".\n"
+                 % (scales[0]["settle_s"], ", ".join(sorted(set(
+                     "%.0f s" % sc.get("up_timeout_s", 600) for sc in scales)))))
         L.append("| tool | N | runs | up (s) | supervisor procs | PSS MiB | RSS-sum MiB | idle CPU ms / 30 s | "
                  "list ms | listing complete | stop (s) |")
         L.append("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Run every measurement sequentially (never two at once: 2-core machine) and
 # render RESULTS.md.  Results land in results/<UTC timestamp>/.
-# Env knobs: TOOLS, SCALE_TOOLS (comma lists of adapters), TEND_BIN, REPS, CLI_REPS, CRASH_RUNS,
-#            SCALE_RUNS, SCALE_IDLE, FLOOR_RUNS, SKIP (space list of
-#            floor latency crashloop scale tini).
-# Must run as root (kernel proc connector).  Typical wall time: ~45 min.
+# Env knobs: TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters), TEND_BIN, REPS,
+#            CLI_REPS, CRASH_RUNS, SCALE_RUNS, SCALE_IDLE, FLOOR_RUNS, SKIP (space list of
+#            floor latency crashloop scale scale10k tini).
+# Must run as root (kernel proc connector).  Typical wall time: ~45 min, plus up to
+# ~60 min for the N=10,000 cell (each tool gets 10 min to have every program running).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
 TOOLS="${TOOLS:-tend,supervisord,pm2,s6,s6-noready,runit}"
 SCALE_TOOLS="${SCALE_TOOLS:-tend,tend-maxrss,supervisord,pm2,s6,runit}"
+SCALE10K_TOOLS="${SCALE10K_TOOLS:-tend,s6,runit,supervisord,pm2}"
 REPS="${REPS:-30}"; CLI_REPS="${CLI_REPS:-10}"; CRASH_RUNS="${CRASH_RUNS:-3}"
 SCALE_RUNS="${SCALE_RUNS:-3}"; SCALE_IDLE="${SCALE_IDLE:-30}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
 SKIP="${SKIP:-}"
@@ -18,7 +20,7 @@ SKIP="${SKIP:-}"
 out="results/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 # tend: build the binary once for every script (unless TEND_BIN is given)
-if [[ ",$TOOLS,$SCALE_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
+if [[ ",$TOOLS,$SCALE_TOOLS,$SCALE10K_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
   tend_build="$(mktemp -d /tmp/peers-tend-bin-XXXXXX)"
   trap 'rm -rf "$tend_build"' EXIT
   (cd ../.. && go build -o "$tend_build/tend" ./cmd/tend)
@@ -35,6 +37,7 @@ fi
   echo "pm2 $(node -p "require('${PEERS_PM2_DIR:-/tmp/peers-pm2}/node_modules/pm2/package.json').version") node $(node --version)"
   [ -n "${TEND_BIN:-}" ] && echo "tend: $("$TEND_BIN" version) ${TEND_REV:+built from $TEND_REV}"
   echo "python3 $($PY --version 2>&1)   $(go version)"
+  echo "pid_max: $(cat /proc/sys/kernel/pid_max)   descriptors: $(ulimit -Sn)/$(ulimit -Hn)"
   echo "loadavg at start: $(cat /proc/loadavg)"
 } > "$out/env.txt"
 cat "$out/env.txt"
@@ -46,6 +49,12 @@ skip tini      || $PY bench_tini.py --reps "$REPS" --out "$out/tini.json"
 if ! skip scale; then
   $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 100,500 --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" --out "$out/scale_100_500.json"
   $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 1000 --runs 1 --idle "$SCALE_IDLE" --out "$out/scale_1000.json"
+fi
+# N=10,000: one run per tool, 10 minutes for every program to run (else the cell says
+# "did not finish in 10 min"), 3 listings (s6's is one s6-svstat exec per service).
+if ! skip scale10k && [ -n "$SCALE10K_TOOLS" ]; then
+  $PY bench_scale.py --tools "$SCALE10K_TOOLS" --ns 10000 --runs 1 --idle "$SCALE_IDLE" --lists 3 \
+    --up-timeout 600 --deadline 7200 --out "$out/scale_10000.json"
 fi
 notes=()
 [ -f NOTES.md ] && notes=(--notes NOTES.md)

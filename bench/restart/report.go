@@ -1,95 +1,346 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"runtime"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tend-sh/tend/bench/internal/measure"
+	"github.com/tend-sh/tend/bench/internal/peers"
+	"github.com/tend-sh/tend/internal/program"
 )
 
-// Targets of the restart mechanism.
+// Targets of the restart mechanism (issues 2, 10 and 12).
 const (
 	targetRestartsPerSec = 200.0
 	targetRatio          = 0.5
-	targetCPUPerRestart  = 2 * time.Millisecond
+	targetCPUPerRestart  = 2.0 // ms
 	targetExitedP50      = 1 * time.Millisecond
 	targetExitedP99      = 5 * time.Millisecond
-	targetReplacedP50    = 3 * time.Millisecond
+	targetReplacedP50    = 3 * time.Millisecond // zero backoff and, issue 12, the default config
+	targetPlacement      = 200 * time.Microsecond
 )
 
-// The peer run's own baseline and pm2's crash-loop rate, for ratios.
-const (
-	peerBaselineRate = 389.0 // §4, Go syscall.ForkExec+Wait4, 1 worker
-	peerPM2Rate      = 71.1  // §2
-)
-
-// Peer figures, medians (and p95) from ../shared/bench-peers/RESULTS.md
-// (run 20261202T084628Z, same VM). Section numbers refer to that file.
-const (
-	// §4: physical limits, no supervisor.
-	peerGoForkExec    = "Go ForkExec+Wait4 389/s, C fork+exec 352/s (§4)"
-	peerWaitFloorP50  = "floor: Go wait4 wakes 0.57 after kill (§4)"
-	peerWaitFloorP95  = "floor p95: 0.86 (§4)"
-	peerCrashRate     = "pm2 71.1/s; runit, s6, supervisord 1.0/s (§2)"
-	peerCPUPerRestart = "pm2 10.8, s6 3.9, runit 5.6, supervisord 20.5 (§2)"
-	peerExecP50       = "runit 6.6, s6 9.3, pm2 10.4, supervisord 1034.5 (§1)"
-	peerExecP95       = "runit 7.7, s6 11.4, pm2 15.5, supervisord 1045.5 (§1)"
-)
-
-// printReport writes the table of one run and the notes that qualify it.
-func printReport(w io.Writer, o options, res results) {
-	fmt.Fprintf(w, "tend restart mechanism, in-process: reaper (subreaper on), supervisor.Manager, broker, audit log\n")
-	fmt.Fprintf(w, "%s %s/%s, %d CPUs, load %s; window %v, %d kills %v apart\n\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), measure.Loadavg(), o.duration, len(res.latency.exited), o.gap)
+// printReport writes the table of one run, or of several (each figure then
+// min–max over them), and the notes that qualify it. pr, if not nil, is a
+// bench/peers run whose figures fill the last column.
+func printReport(w io.Writer, runs []Results, pr *peers.Run) {
+	fmt.Fprintf(w, "tend restart mechanism, in-process: the daemon's packages (reaper, Managers, broker, audit log, capture, runs.json, notify sockets, cgroups)\n")
+	for _, r := range runs {
+		m := r.Machine
+		fmt.Fprintf(w, "run %s: tend %s; %s, kernel %s, %d CPUs, load %s -> %s\n", r.Stamp, cmp.Or(r.Tend.Describe, "?"), m.Go, m.Kernel, m.CPUs, m.LoadStart, m.LoadEnd)
+	}
+	if len(runs) == 0 {
+		return
+	}
+	s := runs[0].Settings
+	fmt.Fprintf(w, "settings: window %v; %d kills per variant with zero backoff, %d with the default config (runs %v old), %v at rest before each\n",
+		s.Duration.D(), s.Kills, s.DefaultKills, s.Age.D(), s.Gap.D())
+	if pr != nil {
+		fmt.Fprintf(w, "peers: %s (%s); each section's figures are medians there\n", pr.Cite(), pr.Dir)
+	} else {
+		fmt.Fprintf(w, "peers: none given (-peers bench/peers/results/STAMP of the same session); see bench/peers/RESULTS.md of its run\n")
+	}
+	if len(runs) > 1 {
+		fmt.Fprintf(w, "each figure is min – max over the %d runs; a verdict counts the runs that met the target\n", len(runs))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\ttend\ttarget\tverdict\tpeers, ms unless marked (RESULTS.md)")
-	row := func(name, value, target, verdict, peers string) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, value, target, verdict, peers)
-	}
-	b, c, l := res.baseline, res.crash, res.latency
-	ratio := c.rate() / b.rate()
-	row("baseline fork+exec+wait /bin/true", fmt.Sprintf("%.0f/s", b.rate()), "", "", peerGoForkExec)
-	row("crash loop restarts", fmt.Sprintf("%.0f/s", c.rate()), fmt.Sprintf(">= %.0f/s", targetRestartsPerSec),
-		verdict(c.rate() >= targetRestartsPerSec), peerCrashRate)
-	row("crash loop / baseline", fmt.Sprintf("%.2f", ratio), fmt.Sprintf(">= %.2f", targetRatio), verdict(ratio >= targetRatio), "")
-	row("daemon CPU per restart", ms(c.cpuPerRestart()), "<= "+ms(targetCPUPerRestart),
-		verdict(c.cpuPerRestart() <= targetCPUPerRestart), peerCPUPerRestart)
-	row("kill -> exited event, p50", ms(measure.Percentile(l.exited, 50)), "<= "+ms(targetExitedP50),
-		verdict(measure.Percentile(l.exited, 50) <= targetExitedP50), peerWaitFloorP50)
-	row("kill -> exited event, p95", ms(measure.Percentile(l.exited, 95)), "", "", peerWaitFloorP95)
-	row("kill -> exited event, p99", ms(measure.Percentile(l.exited, 99)), "<= "+ms(targetExitedP99),
-		verdict(measure.Percentile(l.exited, 99) <= targetExitedP99), "")
-	row("kill -> replacement exec'd, p50", ms(measure.Percentile(l.spawned, 50)), "<= "+ms(targetReplacedP50),
-		verdict(measure.Percentile(l.spawned, 50) <= targetReplacedP50), peerExecP50)
-	row("kill -> replacement exec'd, p95", ms(measure.Percentile(l.spawned, 95)), "", "", peerExecP95)
-	row("kill -> replacement exec'd, p99", ms(measure.Percentile(l.spawned, 99)), "", "", "")
-	tw.Flush()
+	fmt.Fprintln(tw, "measure\ttend\ttarget\tverdict\tpeers")
+	t := table{measure.Table[Results]{W: tw, Runs: runs}}
+	pc := peerCols{pr}
 
-	perRestart := 0.0
-	if c.restarts > 0 {
-		perRestart = float64(c.events) / float64(c.restarts)
+	t.row("baseline fork+exec+wait /bin/true", func(r Results) (float64, bool) { return r.Baseline.rate(), r.Baseline.Spawns > 0 },
+		perSec, "", nil, pc.floorSpawn())
+	for _, tr := range []string{program.TrackingGroup, program.TrackingCgroup} {
+		get := func(r Results) (Crash, bool) {
+			for _, c := range r.Crash {
+				if c.Tracking == tr {
+					return c, true
+				}
+			}
+			return Crash{}, false
+		}
+		if !t.any(func(r Results) bool { _, ok := get(r); return ok }) {
+			t.missing("crash loop ("+tr+")", runs)
+			continue
+		}
+		peerRate, peerCPU := "", ""
+		if tr == program.TrackingGroup {
+			peerRate, peerCPU = pc.crash(false), pc.crash(true)
+		}
+		t.row("crash loop restarts ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.rate(), ok },
+			perSec, fmt.Sprintf(">= %.0f/s", targetRestartsPerSec), func(v float64) bool { return v >= targetRestartsPerSec }, peerRate)
+		t.row("crash loop / baseline ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.rate() / r.Baseline.rate(), ok },
+			func(v float64) string { return fmt.Sprintf("%.2f", v) }, fmt.Sprintf(">= %.2f", targetRatio), func(v float64) bool { return v >= targetRatio }, pc.crashRatio())
+		t.row("daemon CPU per restart ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.cpuPerRestart(), ok },
+			msf, "<= "+msf(targetCPUPerRestart), func(v float64) bool { return v <= targetCPUPerRestart }, peerCPU)
 	}
-	fmt.Fprintf(w, `
-crash loop: %d restarts in %v, %.1f events (audit lines) per restart, %v CPU.
-other processes kept %s of %d CPUs busy during the crash-loop window, %s during the kills.
-Notes:
-- kill -> exited includes the kernel's teardown of the killed process
-  (0.4-0.9 ms on this VM, RESULTS.md §1): it is an upper bound of exit -> event.
+	for _, cfg := range []string{configZero, configDefault} {
+		for _, tr := range []string{program.TrackingGroup, program.TrackingCgroup} {
+			name := cfg + ", " + tr
+			if !t.any(func(r Results) bool { return lat(r, cfg, tr) != nil }) {
+				t.missing("kill -> replacement exec'd ("+name+")", runs)
+				continue
+			}
+			exited := func(p float64) func(Results) (float64, bool) {
+				return func(r Results) (float64, bool) { l := lat(r, cfg, tr); return pct(l, false, p), l != nil }
+			}
+			spawned := func(p float64) func(Results) (float64, bool) {
+				return func(r Results) (float64, bool) { l := lat(r, cfg, tr); return pct(l, true, p), l != nil }
+			}
+			if cfg == configZero && tr == program.TrackingGroup {
+				t.row("kill -> exited event, p50 ("+name+")", exited(50), msf, "<= "+msd(targetExitedP50), under(targetExitedP50), pc.waitFloor())
+				t.row("kill -> exited event, p95", exited(95), msf, "", nil, "")
+				t.row("kill -> exited event, p99", exited(99), msf, "<= "+msd(targetExitedP99), under(targetExitedP99), "")
+			} else {
+				t.row("kill -> exited event, p50 ("+name+")", exited(50), msf, "", nil, "")
+			}
+			peerP50, peerP95 := "", ""
+			if cfg == configZero && tr == program.TrackingGroup {
+				peerP50, peerP95 = pc.exec(false), pc.exec(true)
+			}
+			// The zero-backoff cgroup variant is judged by what placement adds.
+			target, pass := "", (func(float64) bool)(nil)
+			if tr == program.TrackingGroup || cfg == configDefault {
+				target, pass = "<= "+msd(targetReplacedP50), under(targetReplacedP50)
+			}
+			t.row("kill -> replacement exec'd, p50 ("+name+")", spawned(50), msf, target, pass, peerP50)
+			t.row("kill -> replacement exec'd, p95", spawned(95), msf, "", nil, peerP95)
+			t.row("kill -> replacement exec'd, p99", spawned(99), msf, "", nil, "")
+			if tr == program.TrackingCgroup {
+				added := func(r Results) (float64, bool) {
+					g, c := lat(r, cfg, program.TrackingGroup), lat(r, cfg, program.TrackingCgroup)
+					return pct(c, true, 50) - pct(g, true, 50), g != nil && c != nil
+				}
+				t.row("cgroup placement adds, p50 ("+cfg+")", added, msf, "<= "+msd(targetPlacement), under(targetPlacement), "")
+			}
+		}
+	}
+	tw.Flush()
+	writeDetails(w, runs)
+}
+
+// table is the report's table with what only this report needs.
+type table struct {
+	measure.Table[Results]
+}
+
+func (t table) row(name string, get func(Results) (float64, bool), f func(float64) string, target string, pass func(float64) bool, peers string) {
+	t.Row(name, get, f, target, pass, peers)
+}
+
+func (t table) any(f func(Results) bool) bool { return slices.ContainsFunc(t.Runs, f) }
+
+// missing says why a variant has no figures.
+func (t table) missing(name string, runs []Results) {
+	why := "not measured"
+	for _, r := range runs {
+		if r.Cgroup.NotMeasured != "" {
+			why += ": " + r.Cgroup.NotMeasured
+			break
+		}
+	}
+	t.Line(name, why)
+}
+
+// lat is the latency variant of r, or nil.
+func lat(r Results, config, tracking string) *Latency {
+	for i := range r.Latency {
+		if l := &r.Latency[i]; l.Config == config && l.Tracking == tracking && len(l.Spawned) > 0 {
+			return l
+		}
+	}
+	return nil
+}
+
+// pct is a percentile of l's spawned (or exited) samples, in ms.
+func pct(l *Latency, spawned bool, p float64) float64 {
+	if l == nil {
+		return 0
+	}
+	s := l.Exited
+	if spawned {
+		s = l.Spawned
+	}
+	return ms(measure.Percentile(s, p).D())
+}
+
+func under(target time.Duration) func(float64) bool {
+	return func(v float64) bool { return v <= ms(target) }
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func msf(v float64) string { return fmt.Sprintf("%.2f ms", v) }
+
+func msd(d time.Duration) string { return msf(ms(d)) }
+
+func perSec(v float64) string { return fmt.Sprintf("%.0f/s", v) }
+
+// peerCols formats the peers' figures of the bench/peers run, if any.
+type peerCols struct{ r *peers.Run }
+
+// list formats the tools' values, lowest first, and tend's own in the
+// same run after a semicolon.
+func list(vals map[string]float64, tend float64, hasTend bool, f func(float64) string, sect string) string {
+	names := make([]string, 0, len(vals))
+	for n := range vals {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(vals[a], vals[b]) })
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, n+" "+f(vals[n]))
+	}
+	s := strings.Join(parts, ", ")
+	if hasTend {
+		s += "; tend there " + f(tend)
+	}
+	return s + " (" + sect + ")"
+}
+
+func (p peerCols) exec(p95 bool) string {
+	if p.r == nil || len(p.r.Latency) == 0 {
+		return ""
+	}
+	get := func(l peers.Latency) float64 {
+		if p95 {
+			return l.Exec.P95
+		}
+		return l.Exec.Median
+	}
+	vals := map[string]float64{}
+	for _, n := range peers.Peers(p.r.Latency) {
+		if l := p.r.Latency[n]; l.Skipped == "" && l.Exec.N > 0 {
+			vals[n] = get(l)
+		}
+	}
+	t, ok := p.r.Latency["tend"]
+	return list(vals, get(t), ok && t.Exec.N > 0, func(v float64) string { return fmt.Sprintf("%.1f", v) }, "§1, ms")
+}
+
+func (p peerCols) crash(cpu bool) string {
+	if p.r == nil || len(p.r.Crash) == 0 {
+		return ""
+	}
+	get := func(c peers.Crash) float64 {
+		if cpu {
+			return c.CPUPerRestart.Median
+		}
+		return c.Rate.Median
+	}
+	f := func(v float64) string { return fmt.Sprintf("%.1f/s", v) }
+	sect := "§2"
+	if cpu {
+		f, sect = func(v float64) string { return fmt.Sprintf("%.2f", v) }, "§2, ms"
+	}
+	vals := map[string]float64{}
+	for _, n := range peers.Peers(p.r.Crash) {
+		if c := p.r.Crash[n]; c.Skipped == "" && c.Rate.N > 0 {
+			vals[n] = get(c)
+		}
+	}
+	t, ok := p.r.Crash["tend"]
+	return list(vals, get(t), ok && t.Rate.N > 0, f, sect)
+}
+
+// crashRatio is the best peer's crash-loop rate over that run's Go floor.
+func (p peerCols) crashRatio() string {
+	if p.r == nil {
+		return ""
+	}
+	floor, ok := p.r.FloorMedian("go", "spawn-forkexec", 1, true)
+	if !ok {
+		return ""
+	}
+	best, bestName := 0.0, ""
+	for _, n := range peers.Peers(p.r.Crash) {
+		if c := p.r.Crash[n]; c.Skipped == "" && c.Rate.Median > best {
+			best, bestName = c.Rate.Median, n
+		}
+	}
+	if bestName == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s %.1f / Go floor %.0f = %.2f (§2, §4)", bestName, best, floor, best/floor)
+}
+
+func (p peerCols) floorSpawn() string {
+	if p.r == nil {
+		return ""
+	}
+	g, ok1 := p.r.FloorMedian("go", "spawn-forkexec", 1, true)
+	c, ok2 := p.r.FloorMedian("c", "fork", 1, true)
+	if !ok1 && !ok2 {
+		return ""
+	}
+	return fmt.Sprintf("Go ForkExec+Wait4 %.0f/s, C fork+exec %.0f/s (§4)", g, c)
+}
+
+func (p peerCols) waitFloor() string {
+	if p.r == nil {
+		return ""
+	}
+	us, ok := p.r.FloorMedian("go", "killwait-wait4", 0, false)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("floor: a Go wait4 wakes %.2f ms after the kill (§4)", us/1000)
+}
+
+// writeDetails prints what qualifies the table.
+func writeDetails(w io.Writer, runs []Results) {
+	fmt.Fprintf(w, "\nDetails:\n")
+	for _, r := range runs {
+		fmt.Fprintf(w, "- run %s:", r.Stamp)
+		for _, c := range r.Crash {
+			per := 0.0
+			if c.Restarts > 0 {
+				per = float64(c.Events) / float64(c.Restarts)
+			}
+			fmt.Fprintf(w, " crash loop (%s) %d restarts in %v, %.1f events per restart, other load %s CPUs;",
+				c.Tracking, c.Restarts, c.Elapsed.D().Round(time.Millisecond), per, cpus(c.Others))
+		}
+		for _, l := range r.Latency {
+			fmt.Fprintf(w, " %s/%s %d kills, other load %s;", l.Config, l.Tracking, len(l.Spawned), cpus(l.Others))
+			if len(l.Ages) > 0 {
+				fmt.Fprintf(w, " ages %v-%v;", slices.Min(l.Ages).D().Round(time.Millisecond), slices.Max(l.Ages).D().Round(time.Millisecond))
+			}
+		}
+		if r.Cgroup.Dir != "" {
+			fmt.Fprintf(w, " cgroups in %s (controllers: %s)", r.Cgroup.Dir, cmp.Or(strings.Join(r.Cgroup.Controllers, " "), "none"))
+		} else {
+			fmt.Fprintf(w, " no cgroup variants: %s", r.Cgroup.NotMeasured)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "- default config: %s.\n", runs[0].Settings.Defaults)
+	fmt.Fprint(w, `Notes:
+- kill -> exited includes the kernel's teardown of the killed process: it is
+  an upper bound of exit -> event (bench/peers §1 times kill -> exit alone).
 - Event times are taken when Publish returns: numbered, appended to the audit
   file and fanned out. The spawned event follows ForkExec, which returns only
   once the replacement has exec'd, so it bounds "exec'd" from above.
+- Default config: every key at its default (backoff_initial 1s). SPEC 3 counts
+  the backoff from the run's start, so a run older than backoff_initial that
+  is killed is replaced at once. Each sample is a fresh program killed once
+  (crash_count 0 before it, as for a long-running worker whose count
+  stable_run_reset has reset), so no sample waits for a backoff.
+- Variants of one config alternate kill by kill (cgroup and not), so both see
+  the same machine; "placement adds" is the difference of their p50s.
+  Cgroup variants run in an explicit directory (daemon.cgroup = DIR), so the
+  benchmark process is not moved; the runs' path is the same as with "auto".
 - Peers' exec'd column is a kernel exec timestamp; runit and s6 pay one extra
   /bin/sh exec there. CPU per restart excludes children (RUSAGE_SELF).
-- Process creation speed varies with the VM's load: RESULTS.md's Go
-  ForkExec+Wait4 baseline was %.0f/s, this run's is %.0f/s. Across runs compare
-  ratios to the baseline (pm2 %.1f/%.0f = %.2f) rather than raw rates.
-`, c.restarts, c.elapsed.Round(time.Millisecond), perRestart, c.cpu.Round(time.Millisecond),
-		cpus(c.others), runtime.NumCPU(), cpus(l.others),
-		peerBaselineRate, b.rate(), peerPM2Rate, peerBaselineRate, peerPM2Rate/peerBaselineRate)
+- Process creation speed varies with the VM's load: compare ratios to the
+  baseline of the same run rather than raw rates across runs.
+`)
 }
 
 // cpus formats a count of busy CPUs; negative means unknown.
@@ -98,16 +349,4 @@ func cpus(n float64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.2f", n)
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "MISS"
-}
-
-// ms formats d in milliseconds with two decimals.
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }

@@ -49,51 +49,32 @@ autostart = false
 `, sleep, notifier, notifyEvery.String())
 }
 
-// fanoutResult is kill -> exited event at one SSE subscriber, first alone,
-// then beside o.subscribers others.
-type fanoutResult struct {
-	alone, crowd []time.Duration
-	aloneCPU     cpuWindow     // the daemon during the measured kills alone
-	crowdCPU     cpuWindow     // and with the crowd
-	aloneSelf    time.Duration // this process's CPU (the subscribers) during the kills alone
-	crowdSelf    time.Duration // and with the crowd
-	subscribers  int
-	delivered    int // fewest events any extra subscriber received
-	published    int // events published while they were connected
-}
-
-// notifyResult is STATUS= sent -> the status API shows it.
-type notifyResult struct {
-	lat      []time.Duration // send -> the first answer showing the message
-	requests []time.Duration // each GET /v1/status/{id}
-	missed   int             // messages never seen (overwritten between two answers)
-}
-
 // runEvents starts a daemon with the victim and the notifier programs and
 // measures the event fan-out and the notify path on it.
-func runEvents(ctx context.Context, bins binaries, dir string, o options, progress io.Writer) (fan fanoutResult, nt notifyResult, err error) {
+func runEvents(ctx context.Context, bins binaries, dir string, o options, progress io.Writer) (res *Events, err error) {
+	res = &Events{}
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fan, nt, err
+		return res, err
 	}
 	sleep, err := sleepPath()
 	if err != nil {
-		return fan, nt, err
+		return res, err
 	}
 	d, err := startDaemon(bins.tend, dir, eventsConfig(sleep, bins.notifier))
 	if err != nil {
-		return fan, nt, err
+		return res, err
 	}
 	defer func() { err = errors.Join(err, finish(d)) }()
 
 	fmt.Fprintf(progress, "  %d SIGKILLs with 1 subscriber, then %d with %d more\n", o.kills, o.kills, o.subscribers)
-	if fan, err = measureFanout(ctx, d, o); err != nil {
-		return fan, nt, fmt.Errorf("fan-out: %w", err)
+	if err = measureFanout(ctx, d, o, res); err != nil {
+		return res, fmt.Errorf("fan-out: %w", err)
 	}
 	fmt.Fprintf(progress, "  %d STATUS= messages, %v apart\n", o.notifies, notifyEvery)
-	if nt, err = measureNotify(ctx, d, o.notifies); err != nil {
-		return fan, nt, fmt.Errorf("notify: %w", err)
+	if err = measureNotify(ctx, d, o.notifies, res); err != nil {
+		return res, fmt.Errorf("notify: %w", err)
 	}
-	return fan, nt, nil
+	return res, nil
 }
 
 // arrival is an event and when the subscriber's callback got it.
@@ -105,11 +86,12 @@ type arrival struct {
 // measureFanout times SIGKILL of the victim -> its exited event reaching a
 // client.Follow, first with that subscriber alone, then with o.subscribers
 // more, each reading every event in its own goroutine.
-func measureFanout(ctx context.Context, d *daemon, o options) (res fanoutResult, err error) {
+func measureFanout(ctx context.Context, d *daemon, o options, res *Events) (err error) {
 	since, pid, err := victimAtRest(d)
 	if err != nil {
-		return res, err
+		return err
 	}
+	d.tracking("victim:0") // for finish, which removes the daemon's cgroups
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -132,27 +114,27 @@ func measureFanout(ctx context.Context, d *daemon, o options) (res fanoutResult,
 	})
 	k := killer{d: d, evs: evs, pid: pid, gap: o.gap}
 	if _, err := k.rounds(ctx, warmupKills); err != nil { // the first also proves the stream is live
-		return res, err
+		return err
 	}
-	if res.alone, res.aloneCPU, res.aloneSelf, err = k.measured(ctx, o.kills); err != nil {
-		return res, err
+	if res.Alone, res.AloneCPU, res.AloneSelf, err = k.measured(ctx, o.kills); err != nil {
+		return err
 	}
 
-	res.subscribers = o.subscribers
+	res.Subscribers = o.subscribers
 	crowdSince := lastSeq(d)
 	counts := startCrowd(fctx, &wg, d, crowdSince, o.subscribers)
 	if err := k.untilAll(ctx, counts); err != nil {
-		return res, err
+		return err
 	}
-	if res.crowd, res.crowdCPU, res.crowdSelf, err = k.measured(ctx, o.kills); err != nil {
-		return res, err
+	if res.Crowd, res.CrowdCPU, res.CrowdSelf, err = k.measured(ctx, o.kills); err != nil {
+		return err
 	}
-	res.published, res.delivered = waitDrained(ctx, d, crowdSince, counts)
+	res.Published, res.Delivered = waitDrained(ctx, d, crowdSince, counts)
 	select {
 	case err := <-followErr:
-		return res, err
+		return err
 	default:
-		return res, nil
+		return nil
 	}
 }
 
@@ -164,7 +146,7 @@ func measureFanout(ctx context.Context, d *daemon, o options) (res fanoutResult,
 // two CPUs, with the measuring subscriber.
 func startCrowd(ctx context.Context, wg *sync.WaitGroup, d *daemon, since uint64, n int) []atomic.Int64 {
 	counts := make([]atomic.Int64, n)
-	hc := rawClient(d.sock)
+	hc := rawClient(d.sock) // its own: the crowd's connections are not the benchmark's
 	for i := range counts {
 		wg.Go(func() {
 			req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://tend/v1/events?since=%d", since), nil)
@@ -225,17 +207,17 @@ type killer struct {
 }
 
 // measured is rounds with the CPU the daemon and this process used.
-func (k *killer) measured(ctx context.Context, n int) ([]time.Duration, cpuWindow, time.Duration, error) {
+func (k *killer) measured(ctx context.Context, n int) ([]measure.Ms, CPUWindow, measure.Ms, error) {
 	u, err := sampleUsage(k.d.pid)
 	if err != nil {
-		return nil, cpuWindow{}, 0, err
+		return nil, CPUWindow{}, 0, err
 	}
 	lat, err := k.rounds(ctx, n)
 	if err != nil {
-		return lat, cpuWindow{}, 0, err
+		return measure.MsOf(lat), CPUWindow{}, 0, err
 	}
 	w, err := u.since(k.d.pid)
-	return lat, w, rusageSelf() - u.self, err
+	return measure.MsOf(lat), w, measure.NewMs(rusageSelf() - u.self), err
 }
 
 // rounds kills the victim n times, each once it has run for gap, and
@@ -354,9 +336,9 @@ func next(ctx context.Context, evs <-chan arrival, kind string) (arrival, error)
 // measureNotify starts the notifier and reads its status in a tight loop,
 // timing each STATUS= message from its send to the first answer that shows
 // it. The message seen first is not counted: it may have waited for the loop.
-func measureNotify(ctx context.Context, d *daemon, samples int) (res notifyResult, err error) {
+func measureNotify(ctx context.Context, d *daemon, samples int, res *Events) (err error) {
 	if _, err := d.client.Start("notifier"); err != nil {
-		return res, err
+		return err
 	}
 	defer func() {
 		if _, serr := d.client.Stop("notifier"); serr != nil {
@@ -365,20 +347,20 @@ func measureNotify(ctx context.Context, d *daemon, samples int) (res notifyResul
 	}()
 	deadline := time.Now().Add(eventWait + time.Duration(samples)*notifyBudget)
 	last := -1
-	for len(res.lat) < samples {
+	for len(res.Notify) < samples {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		if time.Now().After(deadline) {
-			return res, fmt.Errorf("%d of %d messages seen before the deadline", len(res.lat), samples)
+			return fmt.Errorf("%d of %d messages seen before the deadline", len(res.Notify), samples)
 		}
 		t0 := time.Now()
 		st, err := d.client.Status("notifier:0")
 		at := time.Now()
 		if err != nil {
-			return res, err
+			return err
 		}
-		res.requests = append(res.requests, at.Sub(t0))
+		res.NotifyRequests = append(res.NotifyRequests, measure.NewMs(at.Sub(t0)))
 		sent, n, ok := parseNotify(st.StatusText)
 		switch {
 		case !ok || n <= last:
@@ -387,11 +369,11 @@ func measureNotify(ctx context.Context, d *daemon, samples int) (res notifyResul
 			last = n
 			continue
 		}
-		res.missed += n - last - 1
+		res.NotifyMissed += n - last - 1
 		last = n
-		res.lat = append(res.lat, at.Sub(sent))
+		res.Notify = append(res.Notify, measure.NewMs(at.Sub(sent)))
 	}
-	return res, nil
+	return nil
 }
 
 // parseNotify reads "t=UNIXNANO n=N", the notifier's status text.

@@ -3,68 +3,136 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tend-sh/tend/bench/internal/measure"
+	"github.com/tend-sh/tend/bench/internal/peers"
 )
 
-// TestMeasurementsProduceNumbers runs every phase with a small fleet, so CI
-// builds and exercises the benchmark against the real daemon. It checks only
-// that each phase measured something and that nothing is left running; it
-// never judges speed. It builds tend, so it is skipped under -short.
+// TestMeasurementsProduceNumbers runs every phase with small fleets (the
+// plain fleet as 4 programs x 5 instances), so CI builds and exercises the
+// benchmark against the real daemon. It checks that every phase measured
+// something, that every subscriber got every event, that the results file
+// renders the report, and that nothing is left running and no cgroup
+// behind; it never judges speed. It builds tend, so it is skipped under
+// -short.
 func TestMeasurementsProduceNumbers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the tend daemon three times")
+		t.Skip("builds and runs the tend daemon five times")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	o := options{n: 20, idle: 300 * time.Millisecond, settle: 100 * time.Millisecond, requests: 5, psRuns: 2,
-		kills: 5, subscribers: 5, notifies: 5, gap: 10 * time.Millisecond}
+	o := options{ns: []int{20}, instances: 5, watched: 10, agents: 10, idle: 300 * time.Millisecond, settle: 100 * time.Millisecond,
+		requests: 5, cliRuns: 2, loadRuns: 2, sweeps: 3, kills: 5, subscribers: 5, notifies: 5, gap: 10 * time.Millisecond,
+		upTimeout: time.Minute, stall: 30 * time.Second}
 	var progress bytes.Buffer
 	res, err := run(ctx, o, &progress)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
 	}
-	for name, f := range map[string]fleetResult{"fleet": res.fleet, "fleet with max_rss": res.watched} {
-		if f.allRunning <= 0 || f.answered <= 0 || f.answered > f.allRunning || f.lastSpawn <= 0 {
-			t.Errorf("%s start: answered %v, all running %v, last spawn %v", name, f.answered, f.allRunning, f.lastSpawn)
-		}
-		if f.mem.pss <= 0 || f.mem.rss < f.mem.pss || f.idle.elapsed < o.idle || f.idle.run < 0 {
-			t.Errorf("%s: memory %+v, idle %+v", name, f.mem, f.idle)
-		}
-		if f.downCLI <= 0 || f.downExit <= 0 {
-			t.Errorf("%s down: cli %v, exit %v", name, f.downCLI, f.downExit)
-		}
-	}
-	f := res.fleet
-	if len(f.status) != o.requests || len(f.statusRaw) != o.requests || len(f.ps) != o.psRuns || f.statusSize <= 0 {
-		t.Errorf("listings: %d status, %d raw, %d ps, %d bytes", len(f.status), len(f.statusRaw), len(f.ps), f.statusSize)
-	}
-	fo := res.fanout
-	if len(fo.alone) != o.kills || len(fo.crowd) != o.kills || fo.published <= 0 || fo.delivered != fo.published {
-		t.Errorf("fan-out: %d and %d samples (want %d each), %d of %d events delivered",
-			len(fo.alone), len(fo.crowd), o.kills, fo.delivered, fo.published)
-	}
-	for _, d := range append(fo.alone, fo.crowd...) {
-		if d <= 0 {
-			t.Errorf("kill -> exited of %v", d)
-		}
-	}
-	if len(res.notify.lat) != o.notifies || len(res.notify.requests) < o.notifies {
-		t.Errorf("notify: %d samples, %d requests", len(res.notify.lat), len(res.notify.requests))
-	}
 	if kids := measure.Children(); len(kids) > 0 {
 		t.Errorf("children left: %v", kids)
 	}
-
-	var out bytes.Buffer
-	printReport(&out, o, res)
-	for _, want := range []string{"start -> all 20 running", "daemon PSS", "idle CPU, max_rss on all", "tend down", "added by the crowd, p50", "STATUS= sent -> GET status, p50"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
+	if len(res.Fleets) != 4 {
+		t.Fatalf("%d fleets, want 4", len(res.Fleets))
+	}
+	for _, f := range res.Fleets {
+		if f.Error != "" || f.Running != f.N || f.Spawned < f.N || f.Failed != 0 {
+			t.Errorf("%s: error %q, %d running, %d spawned, %d failed of %d", f.Label, f.Error, f.Running, f.Spawned, f.Failed, f.N)
 		}
+		if f.AllRunning <= 0 || f.Answered <= 0 || f.Answered > f.AllRunning || f.LastSpawn <= 0 || f.Tracking == "" {
+			t.Errorf("%s start: answered %v, all running %v, last spawn %v, tracking %q", f.Label, f.Answered.D(), f.AllRunning.D(), f.LastSpawn.D(), f.Tracking)
+		}
+		if f.Mem.PSS <= 0 || f.Mem.RSS < f.Mem.PSS || f.Mem.FDs <= 0 || len(f.Mem.FDKinds) == 0 || f.Idle.Elapsed.D() < o.idle || f.Idle.Run < 0 {
+			t.Errorf("%s: memory %+v, idle %+v", f.Label, f.Mem, f.Idle)
+		}
+		if f.Groups != "" {
+			if _, err := os.Stat(f.Groups); !os.IsNotExist(err) {
+				t.Errorf("%s: the daemon's cgroups %s are left (%v)", f.Label, f.Groups, err)
+			}
+		}
+		if f.DownCLI <= 0 || f.DownExit <= 0 {
+			t.Errorf("%s down: cli %v, exit %v", f.Label, f.DownCLI.D(), f.DownExit.D())
+		}
+	}
+	f := res.Fleets[0]
+	if f.Programs != 4 || f.Instances != 5 {
+		t.Errorf("plain fleet of %d x %d", f.Programs, f.Instances)
+	}
+	if len(f.Status) != o.requests || len(f.StatusRaw) != o.requests || len(f.PS) != o.cliRuns || len(f.StatusCLI) != o.cliRuns || f.StatusBytes <= 0 {
+		t.Errorf("listings: %d status, %d raw, %d ps, %d status CLI, %d bytes", len(f.Status), len(f.StatusRaw), len(f.PS), len(f.StatusCLI), f.StatusBytes)
+	}
+	if len(res.ConfigLoad) != 2 || len(res.ConfigLoad[1].Samples) != o.loadRuns || res.ConfigLoad[1].Instances != 5 {
+		t.Errorf("config loads: %+v", res.ConfigLoad)
+	}
+	if mr := res.MemoryReads; mr == nil || (len(mr.CPU) != o.sweeps && mr.NotMeasured == "") {
+		t.Errorf("memory reads: %+v", mr)
+	} else if len(mr.CPU) == o.sweeps && mr.Groups != o.watched {
+		t.Errorf("memory reads of %d groups, want %d", mr.Groups, o.watched)
+	}
+	e := res.Events
+	if e == nil || len(e.Alone) != o.kills || len(e.Crowd) != o.kills || e.Published <= 0 || e.Delivered != e.Published {
+		t.Fatalf("fan-out: %+v", e)
+	}
+	for _, d := range append(e.Alone, e.Crowd...) {
+		if d <= 0 {
+			t.Errorf("kill -> exited of %v", d.D())
+		}
+	}
+	if len(e.Notify) != o.notifies || len(e.NotifyRequests) < o.notifies {
+		t.Errorf("notify: %d samples, %d requests", len(e.Notify), len(e.NotifyRequests))
+	}
+
+	pr, err := peers.Load("../peers/results/20261202T145158Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := save(t.TempDir(), res, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Results
+	if err := measure.ReadResults(dir, &back); err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	printReport(&a, []Results{res}, pr)
+	printReport(&b, []Results{back}, pr)
+	saved, _ := os.ReadFile(filepath.Join(dir, measure.ReportFile))
+	if a.String() != b.String() || string(saved) != b.String() {
+		t.Errorf("the report of the file differs from the run's:\n%s\n---\n%s", b.String(), a.String())
+	}
+	for _, want := range []string{"N = 20 (4 programs x 5)", "start -> all running", "descriptors per running instance", "tend status ID, median",
+		"idle CPU, 10 idle agents", "idle CPU, max_rss, cgroup off on 10", "config load, 20 programs x 1", "added by the crowd, p50",
+		"STATUS= sent -> GET status, p50", "bench/peers run 20261202T145158Z"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The report of the peers' figures: the tools that did not finish say so,
+// tend's own figure is set apart.
+func TestPeerColumns(t *testing.T) {
+	pr, err := peers.Load("../peers/results/20261202T145158Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := peerCols{pr, 1000}
+	if got := pc.scale("up"); !strings.HasPrefix(got, "s6 2.7 s, runit 6.7 s") || !strings.HasSuffix(got, "; tend there 3.0 s") {
+		t.Errorf("up at 1000: %q", got)
+	}
+	pr.Scale["pm2"][1000] = []peers.Scale{{Error: "did not finish in 10 min: 300 of 1000 running after 600 s"}}
+	if got := pc.scale("pss"); !strings.Contains(got, "pm2: did not finish in 10 min") {
+		t.Errorf("pss at 1000 with pm2 cut short: %q", got)
+	}
+	if v, ok := pc.fastestCLI(); !ok || v <= 0 || v > 2 {
+		t.Errorf("fastest CLI %v %v", v, ok)
 	}
 }
 
@@ -81,13 +149,27 @@ func TestParseNotify(t *testing.T) {
 }
 
 func TestFleetConfig(t *testing.T) {
-	cfg := fleetConfig(2, "/bin/sleep", maxRSSDefaults)
-	for _, want := range []string{"[defaults]\nmax_rss = \"1GiB\"", "[program.p0]\ncommand = [\"/bin/sleep\", \"100000\"]", "[program.p1]"} {
+	cfg := fleetConfig(2, 3, "/bin/sleep", maxRSSDefaults, "off")
+	for _, want := range []string{"cgroup = \"off\"", "[defaults]\nmax_rss = \"1GiB\"", "[program.p0]\ncommand = [\"/bin/sleep\", \"100000\"]\ninstances = 3", "[program.p1]"} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)
 		}
 	}
-	if strings.Contains(fleetConfig(1, "/bin/sleep", ""), "[defaults]") {
-		t.Error("a config without defaults has a [defaults] table")
+	plain := fleetConfig(1, 1, "/bin/sleep", "", "")
+	for _, bad := range []string{"[defaults]", "instances", "cgroup"} {
+		if strings.Contains(plain, bad) {
+			t.Errorf("a plain config has %q:\n%s", bad, plain)
+		}
+	}
+}
+
+func TestConfigShapes(t *testing.T) {
+	got := configShapes([]int{100, 10000}, 1)
+	want := [][2]int{{100, 1}, {10000, 1}, {1000, 10}}
+	if !slices.Equal(got, want) {
+		t.Errorf("shapes %v, want %v", got, want)
+	}
+	if got := configShapes([]int{1000}, 10); !slices.Equal(got, [][2]int{{1000, 1}, {100, 10}}) {
+		t.Errorf("shapes with 10 instances: %v", got)
 	}
 }

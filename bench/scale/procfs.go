@@ -11,16 +11,10 @@ import (
 	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
-// memory is the daemon's footprint, from /proc/PID/smaps_rollup and status.
-type memory struct {
-	pss, rss, pssAnon int64 // bytes
-	threads, fds      int
-}
-
 // readMemory reads pid's PSS and RSS (shared pages split fairly, and counted
-// whole), its threads and its open descriptors.
-func readMemory(pid int) (memory, error) {
-	var m memory
+// whole), its threads and its open descriptors by kind.
+func readMemory(pid int) (Memory, error) {
+	var m Memory
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		return m, err
@@ -36,20 +30,52 @@ func readMemory(pid int) (memory, error) {
 		}
 		switch f[0] {
 		case "Rss:":
-			m.rss = kb << 10
+			m.RSS = kb << 10
 		case "Pss:":
-			m.pss = kb << 10
+			m.PSS = kb << 10
 		case "Pss_Anon:":
-			m.pssAnon = kb << 10
+			m.PSSAnon = kb << 10
 		}
 	}
-	if m.pss == 0 {
+	if m.PSS == 0 {
 		return m, fmt.Errorf("/proc/%d/smaps_rollup has no Pss", pid)
 	}
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	m.threads, m.fds = len(tasks), len(fds)
+	m.Threads = len(tasks)
+	m.FDs, m.FDKinds = readFDs(pid)
 	return m, nil
+}
+
+// readFDs counts pid's open descriptors by what they are: socket, pipe,
+// anon_inode:[eventpoll] and such, or "file" (a path: log files, FIFOs,
+// directories, cgroup files).
+func readFDs(pid int) (int, map[string]int) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	kinds := map[string]int{}
+	for _, fd := range fds {
+		target, err := os.Readlink(dir + "/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		kind := "file"
+		switch {
+		case strings.HasPrefix(target, "socket:"):
+			kind = "socket"
+		case strings.HasPrefix(target, "pipe:"):
+			kind = "pipe"
+		case strings.HasPrefix(target, "anon_inode:"):
+			kind = target
+		case strings.HasPrefix(target, "/sys/fs/cgroup"):
+			kind = "cgroup file"
+		case strings.HasSuffix(target, ".log") || strings.Contains(target, "/logs/"):
+			kind = "log file"
+		case strings.Contains(target, "/fifo/"):
+			kind = "fifo"
+		}
+		kinds[kind]++
+	}
+	return len(fds), kinds
 }
 
 // cpu is a process's CPU use so far.
@@ -98,23 +124,6 @@ func readCPU(pid int) (cpu, error) {
 	return c, nil
 }
 
-// cpuWindow is a process's CPU use over a window.
-type cpuWindow struct {
-	elapsed time.Duration
-	run     time.Duration
-	wakeups int64
-	ticks   time.Duration
-	others  float64 // CPUs kept busy meanwhile by everything but the daemon and the benchmark; -1 unknown
-}
-
-// percent is the run time as a percentage of one core.
-func (w cpuWindow) percent() float64 {
-	if w.elapsed <= 0 {
-		return 0
-	}
-	return 100 * float64(w.run) / float64(w.elapsed)
-}
-
 // usage is a point in time for a daemon's CPU and the machine's.
 type usage struct {
 	daemon cpu
@@ -128,21 +137,23 @@ func sampleUsage(pid int) (usage, error) {
 }
 
 // since is the window from u to now.
-func (u usage) since(pid int) (cpuWindow, error) {
+func (u usage) since(pid int) (CPUWindow, error) {
 	now, err := sampleUsage(pid)
 	if err != nil {
-		return cpuWindow{}, err
+		return CPUWindow{}, err
 	}
-	w := cpuWindow{
-		elapsed: now.daemon.at.Sub(u.daemon.at),
-		run:     now.daemon.run - u.daemon.run,
-		wakeups: now.daemon.wakeups - u.daemon.wakeups,
-		ticks:   now.daemon.ticks - u.daemon.ticks,
-		others:  -1,
+	elapsed := now.daemon.at.Sub(u.daemon.at)
+	run := now.daemon.run - u.daemon.run
+	w := CPUWindow{
+		Elapsed: measure.NewMs(elapsed),
+		Run:     measure.NewMs(run),
+		Wakeups: now.daemon.wakeups - u.daemon.wakeups,
+		Ticks:   measure.NewMs(now.daemon.ticks - u.daemon.ticks),
+		Others:  -1,
 	}
-	if u.busy >= 0 && now.busy >= 0 && w.elapsed > 0 {
-		others := (now.busy - u.busy) - w.run - (now.self - u.self)
-		w.others = max(float64(others)/float64(w.elapsed), 0)
+	if u.busy >= 0 && now.busy >= 0 && elapsed > 0 {
+		others := (now.busy - u.busy) - run - (now.self - u.self)
+		w.Others = max(float64(others)/float64(elapsed), 0)
 	}
 	return w, nil
 }

@@ -1,146 +1,369 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"runtime"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tend-sh/tend/bench/internal/measure"
+	"github.com/tend-sh/tend/bench/internal/peers"
+	"github.com/tend-sh/tend/internal/program"
 )
 
-// Targets.
+// targets of a plain fleet of one size; a zero field has no target.
+type targets struct {
+	up        time.Duration
+	pss       int64 // bytes
+	fds       float64
+	idlePct   float64
+	statusP50 time.Duration
+	ps        time.Duration
+	down      time.Duration
+	statusCLI bool // one tend status exec <= the fastest peer CLI of the same run
+}
+
+// targetsAt are the targets of the plain fleets: at 1,000 (issues 4 and 6,
+// and no regression against bench/peers), at 10,000 (issue 12).
+var targetsAt = map[int]targets{
+	1000:  {up: 4 * time.Second, pss: 25 << 20, idlePct: 0.03, statusP50: 10 * time.Millisecond, ps: 25 * time.Millisecond, down: 3 * time.Second},
+	10000: {up: 12 * time.Second, pss: 120 << 20, fds: 2, idlePct: 0.05, statusP50: 60 * time.Millisecond, ps: 100 * time.Millisecond, down: 5 * time.Second, statusCLI: true},
+}
+
+// Targets of the other daemons.
 const (
-	targetUp          = 4 * time.Second
-	targetPSS         = 25 << 20 // bytes
-	targetIdlePct     = 0.03     // % of one core
-	targetStatusP50   = 10 * time.Millisecond
-	targetPS          = 25 * time.Millisecond
-	targetWatchedPct6 = 1.5 // % of one core, issue 6
-	targetWatchedPct4 = 2.0 // % of one core, issue 4
-	targetDown        = 3 * time.Second
-	targetFanoutAdded = 1 * time.Millisecond
-	targetNotifyP50   = 1 * time.Millisecond
+	targetWatchedPct     = 1.5 // % of a core, max_rss on 1,000 by tree sampling (issue 6)
+	targetWatchedCgroup  = 0.3 // % of a core, max_rss on 1,000 by memory.current (issue 10)
+	targetAgentsPct      = 0.5 // % of a core, 1,000 idle agents (issue 12)
+	targetLoad10k        = 300 * time.Millisecond
+	targetFanoutAdded    = 1 * time.Millisecond
+	targetNotifyP50      = 1 * time.Millisecond
+	targetLoadInstances  = 10000
+	targetWatchedAtCount = 1000
 )
 
-// Peer figures from ../shared/bench-peers/RESULTS.md (run 20261202T084628Z,
-// same VM), section 3 at N=1000 unless marked. Idle CPU there is ms per 30 s:
-// runit 3.5, supervisord 246.2, pm2 266.5, here as % of a core.
-const (
-	peerUp         = "s6 17.0, runit 22.6, pm2 26.5, supervisord 54.7 s"
-	peerPSS        = "supervisord 40.7, runit 91.1, pm2 107.2, s6 122.7 MiB"
-	peerRSS        = "supervisord 46, pm2 110 MiB; RSS-sum runit 1324, s6 1601"
-	peerIdle       = "s6 0, runit 0.012, supervisord 0.82, pm2 0.89 %"
-	peerList       = "(CLI) runit 34, pm2 814, supervisord 2531, s6 4778 ms"
-	peerDown       = "runit 3.5, s6 6.5, supervisord 9.9, pm2 44.8 s"
-	peerExitFloor  = "floor: Go wait4 wakes 0.55-0.57 ms after kill (§4)"
-	peerStatusKill = "kill -> status API shows new pid: runit 9.1, s6 16.4, pm2 21.8 ms (§1)"
-)
+// printReport writes the tables of one run, or of several (each figure
+// then min–max over them), and the details that qualify them. pr, if not
+// nil, is a bench/peers run whose figures fill the peers' columns.
+func printReport(w io.Writer, runs []Results, pr *peers.Run) {
+	fmt.Fprintf(w, "tend daemon at scale: tend up as its own process, every instance sleep 100000\n")
+	for _, r := range runs {
+		m := r.Machine
+		fmt.Fprintf(w, "run %s: tend %s (%s); %s, kernel %s, %d CPUs, descriptors %d/%d, load %s -> %s\n",
+			r.Stamp, cmp.Or(r.Tend.Describe, "?"), r.Tend.BuiltFrom, m.Go, m.Kernel, m.CPUs, m.NofileSoft, m.NofileHard, m.LoadStart, m.LoadEnd)
+	}
+	if len(runs) == 0 {
+		return
+	}
+	s := runs[0].Settings
+	fmt.Fprintf(w, "settings: idle windows %v after %v, %d listings, %d execs of each CLI command; a start gaining nothing for %v has stalled\n",
+		s.Idle.D(), s.Settle.D(), s.Requests, s.CLIRuns, s.Stall.D())
+	if pr != nil {
+		fmt.Fprintf(w, "peers: %s (%s)\n", pr.Cite(), pr.Dir)
+	} else {
+		fmt.Fprintf(w, "peers: none given (-peers bench/peers/results/STAMP of the same session); see bench/peers/RESULTS.md of its run\n")
+	}
+	if len(runs) > 1 {
+		fmt.Fprintf(w, "each figure is min – max over the %d runs; a verdict counts the runs that met the target\n", len(runs))
+	}
 
-// printReport writes the table of one run and the notes that qualify it.
-func printReport(w io.Writer, o options, res results) {
-	f, wd, fo, nt := res.fleet, res.watched, res.fanout, res.notify
-	fmt.Fprintf(w, "tend daemon at scale: tend up as its own process, N = %d programs of sleep 100000\n", o.n)
-	fmt.Fprintf(w, "%s %s/%s, %d CPUs, load %s; tend built from %s; idle windows %v\n\n",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), measure.Loadavg(), res.from, o.idle)
+	var ns []int
+	for _, r := range runs {
+		for _, f := range plain(r) {
+			if !slices.Contains(ns, f.N) {
+				ns = append(ns, f.N)
+			}
+		}
+	}
+	slices.Sort(ns)
+	for _, n := range ns {
+		fmt.Fprintln(w)
+		plainTable(w, runs, n, pr)
+	}
+	fmt.Fprintln(w)
+	otherTable(w, runs)
+	writeDetails(w, runs)
+}
 
+// plainTable is the table of the plain fleets of n instances.
+func plainTable(w io.Writer, runs []Results, n int, pr *peers.Run) {
+	tg := targetsAt[n]
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tmeasure\ttend\ttarget\tverdict\tpeers at N=1000 (RESULTS.md)")
-	row := func(num, name, value, target, verdict, peers string) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", num, name, value, target, verdict, peers)
+	get := func(r Results) (Fleet, bool) {
+		for _, f := range plain(r) {
+			if f.N == n {
+				return f, true
+			}
+		}
+		return Fleet{}, false
 	}
-	row("1", fmt.Sprintf("start -> all %d running", o.n), secs(f.allRunning), "<= "+secs(targetUp), verdict(f.allRunning <= targetUp), peerUp)
-	row("2", "daemon PSS", mib(f.mem.pss), "<= "+mib(targetPSS), verdict(f.mem.pss <= targetPSS), peerPSS)
-	row("", "daemon RSS", mib(f.mem.rss), "", "", peerRSS)
-	row("3", "idle CPU, no watchdog", pct(f.idle.percent()), "<= "+pct(targetIdlePct), verdict(f.idle.percent() <= targetIdlePct), peerIdle)
-	row("4", "GET /v1/status (all), p50", ms(measure.Percentile(f.statusRaw, 50)), "<= "+ms(targetStatusP50),
-		verdict(measure.Percentile(f.statusRaw, 50) <= targetStatusP50), "")
-	row("", "GET /v1/status (all), p95", ms(measure.Percentile(f.statusRaw, 95)), "", "", "")
-	row("", "same + Go client decode, p50", ms(measure.Percentile(f.status, 50)), "", "", "")
-	row("", "same + Go client decode, p95", ms(measure.Percentile(f.status, 95)), "", "", "")
-	row("", "tend ps, median", ms(measure.Percentile(f.ps, 50)), "<= "+ms(targetPS), verdict(measure.Percentile(f.ps, 50) <= targetPS), peerList)
-	row("5", "idle CPU, max_rss on all", pct(wd.idle.percent()), "<= "+pct(targetWatchedPct6)+" (issue 6)",
-		verdict(wd.idle.percent() <= targetWatchedPct6), "")
-	row("", "", "", "<= "+pct(targetWatchedPct4)+" (issue 4)", verdict(wd.idle.percent() <= targetWatchedPct4), "")
-	row("6", "tend down", secs(f.downCLI), "<= "+secs(targetDown), verdict(f.downCLI <= targetDown), peerDown)
-	added := measure.Percentile(fo.crowd, 50) - measure.Percentile(fo.alone, 50)
-	row("7", "kill -> exited at SSE, 1 sub, p50", ms(measure.Percentile(fo.alone, 50)), "", "", peerExitFloor)
-	row("", "kill -> exited at SSE, 1 sub, p99", ms(measure.Percentile(fo.alone, 99)), "", "", "")
-	row("", fmt.Sprintf("same, %d more subs, p50", fo.subscribers), ms(measure.Percentile(fo.crowd, 50)), "", "", "")
-	row("", fmt.Sprintf("same, %d more subs, p99", fo.subscribers), ms(measure.Percentile(fo.crowd, 99)), "", "", "")
-	row("", "added by the crowd, p50", ms(added), "<= "+ms(targetFanoutAdded), verdict(added <= targetFanoutAdded), "")
-	row("", "added by the crowd, p99", ms(measure.Percentile(fo.crowd, 99)-measure.Percentile(fo.alone, 99)), "", "", "")
-	row("8", "STATUS= sent -> GET status, p50", ms(measure.Percentile(nt.lat, 50)), "<= "+ms(targetNotifyP50),
-		verdict(measure.Percentile(nt.lat, 50) <= targetNotifyP50), peerStatusKill)
-	row("", "STATUS= sent -> GET status, p95", ms(measure.Percentile(nt.lat, 95)), "", "", "")
-	tw.Flush()
+	shape := ""
+	if f, ok := get(runs[0]); ok {
+		shape = fmt.Sprintf(" (%d programs x %d)", f.Programs, f.Instances)
+	}
+	peerHead := ""
+	if pr != nil {
+		peerHead = fmt.Sprintf("peers at N=%d", n)
+	}
+	fmt.Fprintf(tw, "N = %d%s\ttend\ttarget\tverdict\t%s\n", n, shape, peerHead)
+	t := measure.Table[Results]{W: tw, Runs: runs}
+	pc := peerCols{pr, n}
+	var short []string
+	for _, r := range runs {
+		if f, ok := get(r); ok && f.Error != "" {
+			short = append(short, fmt.Sprintf("run %s stopped short: %s", r.Stamp, f.Error))
+		}
+	}
+	defer func() {
+		tw.Flush()
+		for _, s := range short {
+			fmt.Fprintln(w, s)
+		}
+	}()
+	ok := func(f func(Fleet) float64) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) {
+			fl, has := get(r)
+			return f(fl), has && fl.Error == ""
+		}
+	}
+	anyRun := func(f func(Fleet) float64) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) { fl, has := get(r); return f(fl), has }
+	}
+	target := func(set bool, s string) string {
+		if !set {
+			return ""
+		}
+		return s
+	}
+	judge := func(set bool, f func(float64) bool) func(float64) bool {
+		if !set {
+			return nil
+		}
+		return f
+	}
+	if len(short) > 0 {
+		t.Row("instances running", anyRun(func(f Fleet) float64 { return float64(f.Running) }), count,
+			fmt.Sprint(n), func(v float64) bool { return int(v) == n }, "")
+	}
+	t.Row("start -> all running", ok(func(f Fleet) float64 { return f.AllRunning.D().Seconds() }), secs,
+		target(tg.up > 0, "<= "+secs(tg.up.Seconds())), judge(tg.up > 0, func(v float64) bool { return v <= tg.up.Seconds() }), pc.scale("up"))
+	t.Row("spawn_failed", anyRun(func(f Fleet) float64 { return float64(f.Failed) }), count, "0", func(v float64) bool { return v == 0 }, "")
+	t.Row("daemon PSS", anyRun(func(f Fleet) float64 { return float64(f.Mem.PSS) }), mib,
+		target(tg.pss > 0, "<= "+mib(float64(tg.pss))), judge(tg.pss > 0, func(v float64) bool { return v <= float64(tg.pss) }), pc.scale("pss"))
+	t.Row("descriptors per running instance", anyRun(func(f Fleet) float64 { return float64(f.Mem.FDs) / float64(max(f.Running, 1)) }),
+		func(v float64) string { return fmt.Sprintf("%.2f", v) },
+		target(tg.fds > 0, fmt.Sprintf("<= %.2f", tg.fds)), judge(tg.fds > 0, func(v float64) bool { return v <= tg.fds }), "")
+	t.Row("idle CPU, no watchdog", ok(func(f Fleet) float64 { return f.Idle.percent() }), pct,
+		target(tg.idlePct > 0, "<= "+pct(tg.idlePct)), judge(tg.idlePct > 0, func(v float64) bool { return v <= tg.idlePct }), pc.scale("idle"))
+	t.Row("GET /v1/status (all), p50", ok(func(f Fleet) float64 { return pctl(f.StatusRaw, 50) }), msf,
+		target(tg.statusP50 > 0, "<= "+msd(tg.statusP50)), judge(tg.statusP50 > 0, under(tg.statusP50)), "")
+	t.Row("GET /v1/status (all), p95", ok(func(f Fleet) float64 { return pctl(f.StatusRaw, 95) }), msf, "", nil, "")
+	t.Row("same + Go client decode, p50", ok(func(f Fleet) float64 { return pctl(f.Status, 50) }), msf, "", nil, "")
+	t.Row("tend ps, median", ok(func(f Fleet) float64 { return pctl(f.PS, 50) }), msf,
+		target(tg.ps > 0, "<= "+msd(tg.ps)), judge(tg.ps > 0, under(tg.ps)), pc.scale("list"))
+	fastest, hasFastest := pc.fastestCLI()
+	t.Row("tend status ID, median", ok(func(f Fleet) float64 { return pctl(f.StatusCLI, 50) }), msf,
+		target(tg.statusCLI && hasFastest, "<= "+msf(fastest)+" (fastest peer CLI)"),
+		judge(tg.statusCLI && hasFastest, func(v float64) bool { return v <= fastest }), pc.cli())
+	t.Row("tend down", anyRun(func(f Fleet) float64 { return f.DownCLI.D().Seconds() }), secs,
+		target(tg.down > 0, "<= "+secs(tg.down.Seconds())), judge(tg.down > 0, func(v float64) bool { return v <= tg.down.Seconds() }), pc.scale("stop"))
+}
 
-	fmt.Fprintf(w, `
-Details:
-- start: the API answered %s after the fork; the last spawned event is stamped %s
-  after it; %d polls (the last program's status every %v, then the full
-  listing every %v; the start figure is the first listing with all running).
-  Daemon CPU during the start: %s. Time between spawns: %s over the first
-  tenth, %s over the last (with max_rss: %s, %s).
-- memory: PSS %s (anonymous %s), %d threads, %d open descriptors.
-  With max_rss on all: PSS %s, RSS %s, %d threads.
-- idle: %s CPU in %v (%s by /proc/PID/stat ticks), %.1f wakeups/s;
-  with max_rss: %s CPU (%.1f wakeups/s). Other load: %s and %s CPUs busy.
-- listing: %s of JSON for %d instances; tend ps p95 %s.
-- tend down: the CLI returned after %s, the daemon was reaped after %s
-  (with max_rss: %s).
-- fan-out: each of the %d extra subscribers got at least %d of the %d events
-  published while they were connected; kills %v apart. CPU per kill: daemon
-  %s alone, %s with the crowd; this process (the subscribers) %s and %s.
-- notify: %d messages %v apart, %d overwritten before an answer showed them;
-  one GET /v1/status/{id} took %s (p50), the answer's arrival is the time
-  seen, so a sample overstates by up to one request.
-Notes:
+// otherTable is the table of the max_rss and agents fleets, the config
+// loads, the memory reads and the event daemon.
+func otherTable(w io.Writer, runs []Results) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "other daemons and measures\ttend\ttarget\tverdict\t\n")
+	t := measure.Table[Results]{W: tw, Runs: runs}
+	fleet := func(label string) func(r Results) (Fleet, bool) {
+		return func(r Results) (Fleet, bool) {
+			for _, f := range r.Fleets {
+				if f.Label == label {
+					return f, true
+				}
+			}
+			return Fleet{}, false
+		}
+	}
+	idle := func(label string) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) {
+			f, ok := fleet(label)(r)
+			return f.Idle.percent(), ok && f.Error == ""
+		}
+	}
+	for _, label := range []string{"max_rss", "max_rss, cgroup off", "agents"} {
+		f, ok := fleet(label)(runs[0])
+		if !ok {
+			continue
+		}
+		name := fmt.Sprintf("idle CPU, %s on %d (tracking %s)", label, f.N, cmp.Or(f.Tracking, "?"))
+		if label == "agents" {
+			name = fmt.Sprintf("idle CPU, %d idle agents (tracking %s)", f.N, cmp.Or(f.Tracking, "?"))
+		}
+		if f.Error != "" {
+			t.Line(name, "stopped short: "+f.Error)
+			continue
+		}
+		switch {
+		case label == "agents" && f.N == targetWatchedAtCount:
+			t.Row(name, idle(label), pct, "<= "+pct(targetAgentsPct), func(v float64) bool { return v <= targetAgentsPct }, "")
+		case label != "agents" && f.N == targetWatchedAtCount && f.Tracking != program.TrackingCgroup:
+			t.Row(name, idle(label), pct, "<= "+pct(targetWatchedPct)+" (issue 6)", func(v float64) bool { return v <= targetWatchedPct }, "")
+		default:
+			t.Row(name, idle(label), pct, "", nil, "")
+		}
+	}
+	if mr := runs[0].MemoryReads; mr != nil {
+		reads := func(p float64) func(Results) (float64, bool) {
+			return func(r Results) (float64, bool) {
+				if r.MemoryReads == nil || len(r.MemoryReads.CPU) == 0 {
+					return 0, false
+				}
+				return pctl(r.MemoryReads.CPU, p), true
+			}
+		}
+		name := fmt.Sprintf("sweep of %d groups' %s, CPU, p50", mr.Groups, mr.File)
+		if len(mr.CPU) == 0 {
+			t.Line(name, "not measured: "+mr.NotMeasured)
+		} else {
+			t.Row(name, reads(50), msf, "", nil, "")
+			t.Row("  = % of a core at one sweep a second", func(r Results) (float64, bool) { v, ok := reads(50)(r); return v / 10, ok }, pct,
+				"<= "+pct(targetWatchedCgroup)+" (issue 10)", func(v float64) bool { return v <= targetWatchedCgroup }, "")
+		}
+	}
+	for _, cl := range runs[0].ConfigLoad {
+		get := func(r Results) (float64, bool) {
+			for _, c := range r.ConfigLoad {
+				if c.Programs == cl.Programs && c.Instances == cl.Instances {
+					return pctl(c.Samples, 50), true
+				}
+			}
+			return 0, false
+		}
+		name := fmt.Sprintf("config load, %d programs x %d (%.0f KiB), p50", cl.Programs, cl.Instances, float64(cl.Bytes)/1024)
+		if cl.Programs*cl.Instances == targetLoadInstances && cl.Instances == 1 {
+			t.Row(name, get, msf, "<= "+msd(targetLoad10k), under(targetLoad10k), "")
+		} else {
+			t.Row(name, get, msf, "", nil, "")
+		}
+	}
+	if runs[0].Events != nil {
+		ev := func(f func(e *Events) float64) func(Results) (float64, bool) {
+			return func(r Results) (float64, bool) {
+				if r.Events == nil {
+					return 0, false
+				}
+				return f(r.Events), true
+			}
+		}
+		e0 := runs[0].Events
+		t.Row("kill -> exited at SSE, 1 sub, p50", ev(func(e *Events) float64 { return pctl(e.Alone, 50) }), msf, "", nil, "")
+		t.Row(fmt.Sprintf("same, %d more subs, p50", e0.Subscribers), ev(func(e *Events) float64 { return pctl(e.Crowd, 50) }), msf, "", nil, "")
+		t.Row("added by the crowd, p50", ev(func(e *Events) float64 { return pctl(e.Crowd, 50) - pctl(e.Alone, 50) }), msf,
+			"<= "+msd(targetFanoutAdded), under(targetFanoutAdded), "")
+		t.Row("added by the crowd, p99", ev(func(e *Events) float64 { return pctl(e.Crowd, 99) - pctl(e.Alone, 99) }), msf, "", nil, "")
+		t.Row("STATUS= sent -> GET status, p50", ev(func(e *Events) float64 { return pctl(e.Notify, 50) }), msf,
+			"<= "+msd(targetNotifyP50), under(targetNotifyP50), "")
+		t.Row("STATUS= sent -> GET status, p95", ev(func(e *Events) float64 { return pctl(e.Notify, 95) }), msf, "", nil, "")
+	}
+}
+
+// writeDetails prints, run by run, what qualifies the tables.
+func writeDetails(w io.Writer, runs []Results) {
+	fmt.Fprintf(w, "\nDetails:\n")
+	for _, r := range runs {
+		fmt.Fprintf(w, "run %s:\n", r.Stamp)
+		for _, f := range r.Fleets {
+			fmt.Fprintf(w, "- %s, %d (%d x %d), tracking %s", f.Label, f.N, f.Programs, f.Instances, cmp.Or(f.Tracking, "?"))
+			if f.Cgroup != "" {
+				fmt.Fprintf(w, ", cgroup = %q", f.Cgroup)
+			}
+			errnos := ""
+			if len(f.Errnos) > 0 {
+				errnos = " " + kinds(f.Errnos)
+			}
+			fmt.Fprintf(w, ": API answered %s after the fork, last spawned event %s, %d spawned, %d spawn_failed%s, %d polls; daemon CPU during the start %s; between spawns %s (first tenth), %s (last tenth).\n",
+				secs(f.Answered.D().Seconds()), secs(f.LastSpawn.D().Seconds()), f.Spawned, f.Failed, errnos, f.Polls,
+				msd(f.StartCPU.D()), msd(f.FirstTenth.D()), msd(f.LastTenth.D()))
+			fmt.Fprintf(w, "  PSS %s (anonymous %s), RSS %s, %d threads, %d descriptors %s.",
+				mib(float64(f.Mem.PSS)), mib(float64(f.Mem.PSSAnon)), mib(float64(f.Mem.RSS)), f.Mem.Threads, f.Mem.FDs, kinds(f.Mem.FDKinds))
+			if f.Idle.Elapsed > 0 {
+				fmt.Fprintf(w, " Idle: %s CPU in %v (%s by ticks), %.1f wakeups/s, other load %s CPUs.",
+					msd(f.Idle.Run.D()), f.Idle.Elapsed.D().Round(time.Millisecond), msd(f.Idle.Ticks.D()),
+					float64(f.Idle.Wakeups)/f.Idle.Elapsed.D().Seconds(), cpus(f.Idle.Others))
+			}
+			if f.StatusBytes > 0 {
+				fmt.Fprintf(w, " Listing %.0f KiB; tend ps p95 %s; tend status p95 %s.", float64(f.StatusBytes)/1024, msf(pctl(f.PS, 95)), msf(pctl(f.StatusCLI, 95)))
+			}
+			fmt.Fprintf(w, " tend down returned after %s, the daemon was reaped after %s.\n", msd(f.DownCLI.D()), msd(f.DownExit.D()))
+			for _, n := range f.Notes {
+				fmt.Fprintf(w, "  tend up said: %s\n", n)
+			}
+		}
+		if mr := r.MemoryReads; mr != nil {
+			fmt.Fprintf(w, "- memory reads: %d sweeps of %d groups' %s, wall p50 %s.", len(mr.CPU), mr.Groups, mr.File, msf(pctl(mr.Wall, 50)))
+			if mr.NotMeasured != "" {
+				fmt.Fprintf(w, " Not measured: %s.", mr.NotMeasured)
+			}
+			fmt.Fprintln(w)
+		}
+		if e := r.Events; e != nil {
+			fmt.Fprintf(w, "- fan-out: each of %d extra subscribers got at least %d of the %d events published meanwhile. CPU per kill: daemon %s alone, %s with the crowd; the subscribers (this process) %s and %s.\n",
+				e.Subscribers, e.Delivered, e.Published, msd(perKill(e.AloneCPU.Run, e.Alone)), msd(perKill(e.CrowdCPU.Run, e.Crowd)),
+				msd(perKill(e.AloneSelf, e.Alone)), msd(perKill(e.CrowdSelf, e.Crowd)))
+			fmt.Fprintf(w, "- notify: %d messages %v apart, %d overwritten before an answer showed them; one GET /v1/status/{id} %s (p50).\n",
+				len(e.Notify), notifyEvery, e.NotifyMissed, msf(pctl(e.NotifyRequests, 50)))
+		}
+	}
+	fmt.Fprint(w, `Notes:
+- start -> all running: from just before the fork of tend up until a
+  listing shows every instance running with a pid (found by polling the last
+  instance's status, then /readyz's counts, never the full listing alone).
 - CPU is /proc/PID/task/*/schedstat run time summed over the daemon's threads.
-- Peers' listing figures are their CLIs (sv status, pm2 jlist, supervisorctl,
-  one s6-svstat per service). kill -> exited includes the kernel's teardown
-  of the killed process (0.4-0.9 ms on this VM, RESULTS.md §1).
-- Peer figures come from another day on this VM; process creation speed
-  varies a lot with the VM's load. Start and stop scale with it.
-`,
-		secs(f.answered), secs(f.lastSpawn), f.polls, pollEvery, listEvery, ms(f.startCPU),
-		ms(f.firstTenth), ms(f.lastTenth), ms(wd.firstTenth), ms(wd.lastTenth),
-		mib(f.mem.pss), mib(f.mem.pssAnon), f.mem.threads, f.mem.fds,
-		mib(wd.mem.pss), mib(wd.mem.rss), wd.mem.threads,
-		ms(f.idle.run), f.idle.elapsed.Round(time.Millisecond), ms(f.idle.ticks), rate(f.idle.wakeups, f.idle.elapsed),
-		ms(wd.idle.run), rate(wd.idle.wakeups, wd.idle.elapsed), cpus(f.idle.others), cpus(wd.idle.others),
-		kib(f.statusSize), f.n, ms(measure.Percentile(f.ps, 95)),
-		ms(f.downCLI), ms(f.downExit), ms(wd.downExit),
-		fo.subscribers, fo.delivered, fo.published, o.gap,
-		ms(perKill(fo.aloneCPU.run, fo.alone)), ms(perKill(fo.crowdCPU.run, fo.crowd)),
-		ms(perKill(fo.aloneSelf, fo.alone)), ms(perKill(fo.crowdSelf, fo.crowd)),
-		len(nt.lat), notifyEvery, nt.missed, ms(measure.Percentile(nt.requests, 50)))
+- descriptors per running instance is all the daemon's open descriptors
+  (fixed ones included) over the instances running.
+- tend ps and tend status ID are exec'd with stdout to /dev/null; the peers'
+  CLI figures are one call each in bench/peers (§1 one CLI call, §3 list).
+- kill -> exited includes the kernel's teardown of the killed process.
+- Compare figures taken in the same session: process creation speed varies
+  a lot with the VM's load, and start and stop scale with it.
+`)
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
+func kinds(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	return "MISS"
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+// pctl is a percentile of samples, in ms.
+func pctl(s []measure.Ms, p float64) float64 { return ms(measure.Percentile(s, p).D()) }
 
-func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+func under(target time.Duration) func(float64) bool {
+	return func(v float64) bool { return v <= ms(target) }
+}
 
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func kib(b int) string { return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10)) }
+func msf(v float64) string { return fmt.Sprintf("%.2f ms", v) }
+
+func msd(d time.Duration) string { return msf(ms(d)) }
+
+func secs(v float64) string { return fmt.Sprintf("%.2f s", v) }
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 
 func pct(p float64) string { return fmt.Sprintf("%.3f %%", p) }
 
-func rate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
+func count(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 // cpus formats a count of busy CPUs; negative means unknown.
 func cpus(n float64) string {
@@ -151,9 +374,9 @@ func cpus(n float64) string {
 }
 
 // perKill divides a CPU time by the number of kills measured.
-func perKill(d time.Duration, kills []time.Duration) time.Duration {
+func perKill(d measure.Ms, kills []measure.Ms) time.Duration {
 	if len(kills) == 0 {
 		return 0
 	}
-	return d / time.Duration(len(kills))
+	return d.D() / time.Duration(len(kills))
 }

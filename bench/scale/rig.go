@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,7 @@ const (
 type binaries struct {
 	tend     string
 	notifier string
-	from     string // what tend was built from, for the report
+	src      measure.Source // what tend was built from
 }
 
 // build compiles tend and the notifier into dir. tend comes from the
@@ -44,7 +45,7 @@ func build(ctx context.Context, dir string, progress io.Writer) (binaries, error
 	if err != nil {
 		return binaries{}, err
 	}
-	b := binaries{tend: filepath.Join(dir, "tend"), notifier: filepath.Join(dir, "notifier"), from: "working tree"}
+	b := binaries{tend: filepath.Join(dir, "tend"), notifier: filepath.Join(dir, "notifier"), src: measure.ReadSource(root)}
 	if err := goBuild(ctx, root, b.notifier, "./bench/scale/notifier"); err != nil {
 		return b, err
 	}
@@ -67,7 +68,8 @@ func build(ctx context.Context, dir string, progress io.Writer) (binaries, error
 	if err := goBuild(ctx, src, b.tend, "./cmd/tend"); err != nil {
 		return b, fmt.Errorf("HEAD does not build either: %w", err)
 	}
-	b.from = "HEAD (the working tree did not build)"
+	b.src.BuiltFrom = "HEAD (the working tree did not build)"
+	b.src.Describe = strings.TrimSuffix(b.src.Describe, "-dirty")
 	return b, nil
 }
 
@@ -113,6 +115,8 @@ type daemon struct {
 	sock   string
 	pid    int
 	client *client.Client
+	raw    *http.Client // requests timed without the Go client's decoding
+	groups string       // the daemon's cgroup tree, once seen (tracking)
 	cmd    *exec.Cmd
 	log    *os.File
 
@@ -134,6 +138,7 @@ func startDaemon(bin, dir, config string) (*daemon, error) {
 	}
 	d := &daemon{bin: bin, dir: dir, sock: filepath.Join(dir, "state", "tend.sock"), log: log, exited: make(chan struct{})}
 	d.client = client.New(d.sock)
+	d.raw = rawClient(d.sock)
 	d.cmd = exec.Command(bin, "up", "-c", cfg)
 	d.cmd.Dir = dir
 	d.cmd.Stdout, d.cmd.Stderr = log, log

@@ -1,7 +1,8 @@
 // Package measure holds what the benchmark programs (bench/restart,
-// bench/scale) read the same way: the machine's CPU use and load, this
-// process's children, nearest-rank percentiles, and a sleep that a
-// cancelled context cuts short.
+// bench/scale) read and write the same way: the machine's CPU use and
+// load, this process's children, nearest-rank percentiles, a sleep that a
+// cancelled context cuts short, and the results directory of a run (its
+// JSON, the machine, the commit measured) from which reports are derived.
 package measure
 
 import (
@@ -73,7 +74,7 @@ func Children() []int {
 }
 
 // Percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
-func Percentile(ds []time.Duration, p float64) time.Duration {
+func Percentile[D ~int64](ds []D, p float64) D {
 	if len(ds) == 0 {
 		return 0
 	}
@@ -93,4 +94,36 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Span formats one measure over several runs with f: the value alone for
+// one run, "min–max" for more, "n/a" for none.
+func Span(vals []float64, f func(float64) string) string {
+	switch len(vals) {
+	case 0:
+		return "n/a"
+	case 1:
+		return f(vals[0])
+	}
+	return f(slices.Min(vals)) + " – " + f(slices.Max(vals))
+}
+
+// Verdict says whether each run met a target: PASS when all did, MISS
+// when none did, "k/n PASS" between; "" with no run.
+func Verdict(ok []bool) string {
+	n := 0
+	for _, b := range ok {
+		if b {
+			n++
+		}
+	}
+	switch {
+	case len(ok) == 0:
+		return ""
+	case n == len(ok):
+		return "PASS"
+	case n == 0:
+		return "MISS"
+	}
+	return strconv.Itoa(n) + "/" + strconv.Itoa(len(ok)) + " PASS"
 }
