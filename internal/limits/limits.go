@@ -74,9 +74,13 @@ func cloexecFromProc() error {
 	return nil
 }
 
-// Need estimates the descriptors a fleet of n instances needs: about three
-// a run (its output FIFO, notify socket, pidfd) and some for the daemon.
-func Need(instances int) uint64 { return 3*uint64(max(instances, 0)) + 64 }
+// Need estimates the descriptors a fleet of n instances needs in the
+// daemon's own table: at most one a run (an adopted run's pidfd, a max_rss
+// run's memory.current) and some for the daemon. A run's notify socket and
+// output pipes (three) live in the reader loops' tables (internal/epoll),
+// each a table of its own under the limit by itself, as many as the fleet
+// needs.
+func Need(instances int) uint64 { return uint64(max(instances, 0)) + 64 }
 
 // Result is what Raise did.
 type Result struct {
@@ -96,9 +100,9 @@ func (r Result) Advice() string {
 		return ""
 	}
 	if n := nrOpen(); r.Need > n {
-		return fmt.Sprintf("the fleet needs about %d descriptors (3 per instance + 64) but the limit is %d and the kernel allows at most %d (fs.nr_open); raise that with sysctl -w fs.nr_open=%d, then the limit with `ulimit -n %d` or LimitNOFILE=%d in tend's systemd unit", r.Need, r.After.Cur, n, r.Need, r.Need, r.Need)
+		return fmt.Sprintf("the fleet needs about %d descriptors (1 per instance + 64 in its own table) but the limit is %d and the kernel allows at most %d (fs.nr_open); raise that with sysctl -w fs.nr_open=%d, then the limit with `ulimit -n %d` or LimitNOFILE=%d in tend's systemd unit", r.Need, r.After.Cur, n, r.Need, r.Need, r.Need)
 	}
-	return fmt.Sprintf("the fleet needs about %d descriptors (3 per instance + 64) but the limit is %d; raise it with `ulimit -n %d` before tend up, or LimitNOFILE=%d in tend's systemd unit", r.Need, r.After.Cur, r.Need, r.Need)
+	return fmt.Sprintf("the fleet needs about %d descriptors (1 per instance + 64 in its own table) but the limit is %d; raise it with `ulimit -n %d` before tend up, or LimitNOFILE=%d in tend's systemd unit", r.Need, r.After.Cur, r.Need, r.Need)
 }
 
 // Raise makes room for need descriptors: the soft RLIMIT_NOFILE up to the
