@@ -119,7 +119,7 @@ func TestRaiseLeavesGoAloneWhenTheFleetFits(t *testing.T) {
 func TestRaiseKeepsTheOriginalForRuns(t *testing.T) {
 	needs := []uint64{4096}
 	if canRaiseHard() {
-		needs = append(needs, Need(3000))
+		needs = append(needs, Need(5000))
 	}
 	for _, need := range needs {
 		r := raise(t, need)
@@ -142,9 +142,9 @@ func TestAFleetThatCannotFitChangesNothing(t *testing.T) {
 	if canRaiseHard() {
 		t.Skip("this process may raise the hard limit")
 	}
-	r := raise(t, Need(3000))
-	if r.Result.Changed || r.Apply || !r.Result.Short() || !strings.Contains(r.Result.Advice(), "ulimit -n 9064") || r.Child != "1024:4096" {
-		t.Errorf("raise for 3000 instances: %+v %q", r, r.Result.Advice())
+	r := raise(t, Need(5000))
+	if r.Result.Changed || r.Apply || !r.Result.Short() || !strings.Contains(r.Result.Advice(), "ulimit -n 5064") || r.Child != "1024:4096" {
+		t.Errorf("raise for 5000 instances: %+v %q", r, r.Result.Advice())
 	}
 }
 
