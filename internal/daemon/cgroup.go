@@ -128,3 +128,19 @@ func (d *daemon) removeGroupOf(id string) {
 		}
 	}
 }
+
+// tidyAway removes, as the daemon stops, what it made outside the state
+// directory and no longer needs: its cgroup subtree and its short-path
+// directory, each only when empty (a group still holding a run left alone,
+// a socket of one, stays for the next daemon).
+func (d *daemon) tidyAway() {
+	if d.cgroups != nil {
+		d.cgroups.Close()
+		if d.cgroups.DaemonGroup() == "" {
+			_ = os.Remove(d.cgroups.Path()) // rmdir: only an empty group goes
+		}
+	}
+	if d.shortDir != "" {
+		_ = os.Remove(d.shortDir)
+	}
+}

@@ -98,6 +98,7 @@ type daemon struct {
 	printer     chan struct{} // closed when the event printer has caught up and ended
 	tls         *tls.Config   // HTTPS for daemon.http, from tls_cert/tls_key; nil = plain HTTP
 	cgroups     *cgroup.Tree  // the runs' cgroups; nil when runs are tracked by process group and tree
+	shortDir    string        // the private short-path directory for notify sockets (statedir.Runtime); "" = none
 	tracking    string        // program.TrackingCgroup or TrackingGroup, for the daemon started event
 	trackingWhy string        // why not cgroups, or what they lack
 }
@@ -118,6 +119,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	}
 	d := &daemon{cfg: cfg, opts: opts, state: st, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
 	d.defaults.Store(defaults)
+	d.shortDir = shortDir(sd)
 	if err := d.setupCgroups(); err != nil {
 		st.Close()
 		return nil, err
@@ -148,7 +150,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
-		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: shortDir(sd),
+		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: d.shortDir,
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
@@ -252,9 +254,7 @@ func (d *daemon) stop() error {
 	}
 	d.api.Close()
 	d.reaper.Stop()
-	if d.cgroups != nil {
-		d.cgroups.Close()
-	}
+	d.tidyAway()
 	d.log.Close()
 	d.state.Root.Remove(SocketName)
 	d.state.Close()
