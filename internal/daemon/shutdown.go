@@ -27,7 +27,13 @@ func (d *daemon) stopBudget() time.Duration {
 // announceStop says at the start of a shutdown how long it can take, so an
 // operator (or the orchestrator's grace period) knows what to expect.
 func (d *daemon) announceStop() {
-	if n := len(d.mgr.IDs()); n > 0 {
+	n := 0
+	for _, st := range d.broker.List(false) {
+		if st.Alive() {
+			n++
+		}
+	}
+	if n > 0 {
 		d.note("stopping %d instances: at most %s (the largest turn_grace plus the largest stop_grace, then SIGKILL)", n, broker.Human(d.stopBound()))
 	}
 }
