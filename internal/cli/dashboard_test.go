@@ -166,7 +166,7 @@ func TestDashboardOpen(t *testing.T) {
 	base := d.withDashboard(t)
 	scan := scanProc()
 
-	var out, errb syncBuffer
+	var out, errb testutil.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- Main(context.Background(), []string{"--socket", d.sock, "dashboard", "--open"}, &out, &errb)

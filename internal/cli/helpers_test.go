@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tend-sh/tend/internal/api"
@@ -84,32 +83,13 @@ func run(t *testing.T, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
-// syncBuffer is a bytes.Buffer that a running Main may write while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runBackground runs the CLI until its context is cancelled; wait returns
 // its exit status.
-func (d *fakeDaemon) runBackground(t *testing.T, args ...string) (out *syncBuffer, stop func() int) {
+func (d *fakeDaemon) runBackground(t *testing.T, args ...string) (out *testutil.Buffer, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	out = &syncBuffer{}
-	var errb syncBuffer
+	out = &testutil.Buffer{}
+	var errb testutil.Buffer
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, append([]string{"--socket", d.sock}, args...), out, &errb) }()
 	return out, func() int {

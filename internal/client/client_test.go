@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tend-sh/tend/internal/api"
@@ -225,24 +224,6 @@ func TestReloadResultMatchesAPI(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while Logs writes it.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestLogs(t *testing.T) {
 	d := startDaemon(t)
 	c := client.New(d.path)
@@ -256,7 +237,7 @@ func TestLogs(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var buf syncBuffer
+	var buf testutil.Buffer
 	done := make(chan error, 1)
 	go func() { done <- c.Logs(ctx, "web:0", client.LogOptions{Tail: 1, Follow: true}, &buf) }()
 	testutil.Eventually(t, "tail", func() bool { return buf.String() == "three\n" })

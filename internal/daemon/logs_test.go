@@ -12,32 +12,12 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the daemon and read
-// from the test.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startDaemonOut is startDaemon with the daemon's stdout (forward_output)
 // going to out.
@@ -143,7 +123,7 @@ func TestLogsOfTwoInstancesMergeInTimeOrder(t *testing.T) {
 // NAME:K | line.
 func TestForwardOutput(t *testing.T) {
 	dir := t.TempDir()
-	var out syncBuffer
+	var out testutil.Buffer
 	startDaemonOut(t, dir, "[daemon]\nforward_output = true\n[program.fw]\ninstances = 2\nstop_grace = \"2s\"\nshell = 'echo hello from $TEND_INSTANCE; echo oops >&2; exec sleep 1000'\n", &out)
 	for _, want := range []string{"fw:0 | hello from 0\n", "fw:1 | hello from 1\n", "fw:0 | oops\n", "fw:1 | oops\n"} {
 		testutil.Eventually(t, want+" on stdout", func() bool { return strings.Contains(out.String(), want) })
@@ -164,7 +144,7 @@ max_files = 30
 `, trigger), io.Discard)
 	testutil.Eventually(t, "ready", func() bool { return logsOf(t, c, "pour", client.LogOptions{Tail: -1}) == "ready\n" })
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testutil.Buffer
 	followed := make(chan error, 1)
 	go func() { followed <- c.Logs(ctx, "pour:0", client.LogOptions{Tail: 1, Follow: true}, &out) }()
 	defer func() {
@@ -243,7 +223,7 @@ func TestFollowOutlivesAReplacedInstance(t *testing.T) {
 	add("first")
 	testutil.Eventually(t, "the first run's line", func() bool { return logsOf(t, c, "re:0", client.LogOptions{Tail: -1}) == "first\n" })
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testutil.Buffer
 	followed := make(chan error, 1)
 	go func() { followed <- c.Logs(ctx, "re", client.LogOptions{Tail: 1, Follow: true}, &out) }()
 	defer func() {

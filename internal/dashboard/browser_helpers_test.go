@@ -53,7 +53,7 @@ func (d *tend) openDashboard(t *testing.T) (page string, wait func() string) {
 	}
 	cmd := exec.Command(d.bin, "--socket", d.sock, "dashboard", "--open")
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "XDG_RUNTIME_DIR="+t.TempDir())
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func startTend(t *testing.T) *tend {
 	if err := os.WriteFile(d.cfg, fmt.Appendf(nil, fleetConfig, port), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testutil.Buffer
 	up := exec.Command(d.bin, "up", "-c", d.cfg)
 	up.Stdout, up.Stderr = &out, &out
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -344,22 +344,4 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer is a bytes.Buffer safe for the two writers of a child's output.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
