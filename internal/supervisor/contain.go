@@ -101,6 +101,9 @@ func (in *Instance) drain(st reaper.Status) bool {
 		go waitGone(left, drainCheck*drainTries, in.emptied)
 		return false
 	}
+	if p, err := in.group.Populated(); err == nil && !p {
+		return true // the leader was all there was (the common case): nothing to kill or watch
+	}
 	in.cur.reaped = &st
 	in.stopHealth() // the run is over but for its stragglers: no watchdog looks at it
 	_ = in.group.Kill()
