@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every measurement sequentially (never two at once: 2-core machine) and
 # render RESULTS.md.  Results land in results/<UTC timestamp>/.
-# Env knobs: TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters), TEND_BIN, REPS,
+# Env knobs: TMPDIR (where every supervisor's working directory goes; default /tmp),
+#            TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters), TEND_BIN, REPS,
 #            CLI_REPS, CRASH_RUNS, SCALE_RUNS, SCALE_IDLE, FLOOR_RUNS, SKIP (space list of
 #            floor latency crashloop scale scale10k tini).
 # Must run as root (kernel proc connector).  Typical wall time: ~45 min, plus up to
@@ -38,6 +39,15 @@ fi
   [ -n "${TEND_BIN:-}" ] && echo "tend: $("$TEND_BIN" version) ${TEND_REV:+built from $TEND_REV}"
   echo "python3 $($PY --version 2>&1)   $(go version)"
   echo "pid_max: $(cat /proc/sys/kernel/pid_max)   descriptors: $(ulimit -Sn)/$(ulimit -Hn)"
+  work="${TMPDIR:-/tmp}"
+  fs="$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$work" 2>/dev/null || echo '?')"
+  journal=""
+  if [[ "$fs" == *" ext4 "* ]]; then
+    dev="${fs%% *}"
+    if compgen -G "/proc/fs/jbd2/${dev##*/}-*" >/dev/null; then
+      journal=" (journal)"; else journal=" (NO journal: recently deleted inodes slow every create)"; fi
+  fi
+  echo "working directories: $work on $fs$journal"
   echo "loadavg at start: $(cat /proc/loadavg)"
 } > "$out/env.txt"
 cat "$out/env.txt"

@@ -33,6 +33,9 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 	for _, r := range runs {
 		m := r.Machine
 		fmt.Fprintf(w, "run %s: tend %s; %s, kernel %s, %d CPUs, load %s -> %s\n", r.Stamp, cmp.Or(r.Tend.Describe, "?"), m.Go, m.Kernel, m.CPUs, m.LoadStart, m.LoadEnd)
+		if m.WorkDir != "" {
+			fmt.Fprintf(w, "  state directories in %s\n", m.WorkDir)
+		}
 	}
 	if len(runs) == 0 {
 		return

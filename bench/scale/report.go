@@ -55,6 +55,9 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 		m := r.Machine
 		fmt.Fprintf(w, "run %s: tend %s (%s); %s, kernel %s, %d CPUs, descriptors %d/%d, load %s -> %s\n",
 			r.Stamp, cmp.Or(r.Tend.Describe, "?"), r.Tend.BuiltFrom, m.Go, m.Kernel, m.CPUs, m.NofileSoft, m.NofileHard, m.LoadStart, m.LoadEnd)
+		if m.WorkDir != "" {
+			fmt.Fprintf(w, "  state directories in %s\n", m.WorkDir)
+		}
 	}
 	if len(runs) == 0 {
 		return

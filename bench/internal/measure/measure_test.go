@@ -2,6 +2,7 @@ package measure
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +52,13 @@ func TestSpanVerdict(t *testing.T) {
 	}
 	if got := Verdict([]bool{true, false, true}); got != "2/3 PASS" {
 		t.Errorf("Verdict = %q", got)
+	}
+}
+
+func TestWorkDirNamesTheFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	got := WorkDir(dir)
+	if !strings.HasPrefix(got, dir+": ") || strings.HasPrefix(got, dir+":  on") || strings.HasSuffix(got, ": ?") {
+		t.Fatalf("WorkDir(%s) = %q: want the directory, its filesystem type and source", dir, got)
 	}
 }

@@ -75,12 +75,13 @@ type Machine struct {
 	PidMax     int    `json:"pid_max"`
 	LoadStart  string `json:"loadavg_start"` // /proc/loadavg's first three fields
 	LoadEnd    string `json:"loadavg_end"`
+	WorkDir    string `json:"workdir,omitempty"` // WorkDir(os.TempDir()): where the state directories were
 }
 
 // ReadMachine describes this machine now (LoadEnd is the caller's to set).
 func ReadMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		Euid: os.Geteuid(), LoadStart: Loadavg()}
+		Euid: os.Geteuid(), LoadStart: Loadavg(), WorkDir: WorkDir(os.TempDir())}
 	var u syscall.Utsname
 	if syscall.Uname(&u) == nil {
 		var b []byte
