@@ -42,40 +42,69 @@ func readMemory(pid int) (Memory, error) {
 	}
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	m.Threads = len(tasks)
-	m.FDs, m.FDKinds = readFDs(pid)
+	m.FDs, m.FDKinds, m.FDTables, m.FDLargest = readFDs(pid)
 	return m, nil
 }
 
 // readFDs counts pid's open descriptors by what they are: socket, pipe,
 // anon_inode:[eventpoll] and such, or "file" (a path: log files, FIFOs,
-// directories, cgroup files).
-func readFDs(pid int) (int, map[string]int) {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	fds, _ := os.ReadDir(dir)
-	kinds := map[string]int{}
-	for _, fd := range fds {
-		target, err := os.Readlink(dir + "/" + fd.Name())
+// directories, cgroup files). It counts every descriptor table of the
+// process, not only /proc/PID/fd: tend's epoll loops and forker keep theirs in
+// private tables (unshare CLONE_FILES), which /proc/PID/fd does not show.
+// Threads that share a table list the same entries, so a table is known by
+// its listing. It returns the total over the distinct tables, their number
+// and the largest (RLIMIT_NOFILE bounds each table, not the sum).
+func readFDs(pid int) (total int, kinds map[string]int, tables, largest int) {
+	kinds = map[string]int{}
+	seen := map[string]bool{}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/fd", pid, t.Name())
+		fds, err := os.ReadDir(dir)
 		if err != nil {
 			continue
 		}
-		kind := "file"
-		switch {
-		case strings.HasPrefix(target, "socket:"):
-			kind = "socket"
-		case strings.HasPrefix(target, "pipe:"):
-			kind = "pipe"
-		case strings.HasPrefix(target, "anon_inode:"):
-			kind = target
-		case strings.HasPrefix(target, "/sys/fs/cgroup"):
-			kind = "cgroup file"
-		case strings.HasSuffix(target, ".log") || strings.Contains(target, "/logs/"):
-			kind = "log file"
-		case strings.Contains(target, "/fifo/"):
-			kind = "fifo"
+		targets := make([]string, 0, len(fds))
+		var key strings.Builder
+		for _, fd := range fds {
+			target, err := os.Readlink(dir + "/" + fd.Name())
+			if err != nil {
+				continue
+			}
+			targets = append(targets, target)
+			key.WriteString(fd.Name() + "=" + target + "\n")
 		}
-		kinds[kind]++
+		if seen[key.String()] {
+			continue
+		}
+		seen[key.String()] = true
+		tables++
+		total += len(targets)
+		largest = max(largest, len(targets))
+		for _, target := range targets {
+			kinds[fdKind(target)]++
+		}
 	}
-	return len(fds), kinds
+	return total, kinds, tables, largest
+}
+
+// fdKind names what a descriptor's /proc link points at.
+func fdKind(target string) string {
+	switch {
+	case strings.HasPrefix(target, "socket:"):
+		return "socket"
+	case strings.HasPrefix(target, "pipe:"):
+		return "pipe"
+	case strings.HasPrefix(target, "anon_inode:"):
+		return target
+	case strings.HasPrefix(target, "/sys/fs/cgroup"):
+		return "cgroup file"
+	case strings.HasSuffix(target, ".log") || strings.Contains(target, "/logs/"):
+		return "log file"
+	case strings.Contains(target, "/fifo/"):
+		return "fifo"
+	}
+	return "file"
 }
 
 // cpu is a process's CPU use so far.

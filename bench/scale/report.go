@@ -160,6 +160,7 @@ func plainTable(w io.Writer, runs []Results, n int, pr *peers.Run) {
 	t.Row("descriptors per running instance", anyRun(func(f Fleet) float64 { return float64(f.Mem.FDs) / float64(max(f.Running, 1)) }),
 		func(v float64) string { return fmt.Sprintf("%.2f", v) },
 		target(tg.fds > 0, fmt.Sprintf("<= %.2f", tg.fds)), judge(tg.fds > 0, func(v float64) bool { return v <= tg.fds }), "")
+	t.Row("largest descriptor table", anyRun(func(f Fleet) float64 { return float64(f.Mem.FDLargest) }), count, "", nil, "")
 	t.Row("idle CPU, no watchdog", ok(func(f Fleet) float64 { return f.Idle.percent() }), pct,
 		target(tg.idlePct > 0, "<= "+pct(tg.idlePct)), judge(tg.idlePct > 0, func(v float64) bool { return v <= tg.idlePct }), pc.scale("idle"))
 	t.Row("GET /v1/status (all), p50", ok(func(f Fleet) float64 { return pctl(f.StatusRaw, 50) }), msf,
@@ -293,8 +294,8 @@ func writeDetails(w io.Writer, runs []Results) {
 			fmt.Fprintf(w, ": API answered %s after the fork, last spawned event %s, %d spawned, %d spawn_failed%s, %d polls; daemon CPU during the start %s; between spawns %s (first tenth), %s (last tenth).\n",
 				secs(f.Answered.D().Seconds()), secs(f.LastSpawn.D().Seconds()), f.Spawned, f.Failed, errnos, f.Polls,
 				msd(f.StartCPU.D()), msd(f.FirstTenth.D()), msd(f.LastTenth.D()))
-			fmt.Fprintf(w, "  PSS %s (anonymous %s), RSS %s, %d threads, %d descriptors %s.",
-				mib(float64(f.Mem.PSS)), mib(float64(f.Mem.PSSAnon)), mib(float64(f.Mem.RSS)), f.Mem.Threads, f.Mem.FDs, kinds(f.Mem.FDKinds))
+			fmt.Fprintf(w, "  PSS %s (anonymous %s), RSS %s, %d threads, %d descriptors %s in %d tables, the largest %d.",
+				mib(float64(f.Mem.PSS)), mib(float64(f.Mem.PSSAnon)), mib(float64(f.Mem.RSS)), f.Mem.Threads, f.Mem.FDs, kinds(f.Mem.FDKinds), f.Mem.FDTables, f.Mem.FDLargest)
 			if f.Idle.Elapsed > 0 {
 				fmt.Fprintf(w, " Idle: %s CPU in %v (%s by ticks), %.1f wakeups/s, other load %s CPUs.",
 					msd(f.Idle.Run.D()), f.Idle.Elapsed.D().Round(time.Millisecond), msd(f.Idle.Ticks.D()),

@@ -110,12 +110,14 @@ func (w CPUWindow) percent() float64 {
 
 // Memory is the daemon's footprint, from /proc/PID/smaps_rollup, task and fd.
 type Memory struct {
-	PSS     int64          `json:"pss_bytes"`
-	RSS     int64          `json:"rss_bytes"`
-	PSSAnon int64          `json:"pss_anon_bytes"`
-	Threads int            `json:"threads"`
-	FDs     int            `json:"fds"`
-	FDKinds map[string]int `json:"fd_kinds"` // socket, pipe, anon_inode:[eventpoll], file, ...
+	PSS       int64          `json:"pss_bytes"`
+	RSS       int64          `json:"rss_bytes"`
+	PSSAnon   int64          `json:"pss_anon_bytes"`
+	Threads   int            `json:"threads"`
+	FDs       int            `json:"fds"`       // over every distinct descriptor table
+	FDKinds   map[string]int `json:"fd_kinds"`  // socket, pipe, anon_inode:[eventpoll], file, ...
+	FDTables  int            `json:"fd_tables"` // distinct tables (tend's epoll loops keep private ones)
+	FDLargest int            `json:"fd_largest_table"`
 }
 
 // MemoryReads is the part of the max_rss watchdog that this machine lets
