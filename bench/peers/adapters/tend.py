@@ -108,7 +108,9 @@ class Tend(Adapter):
              "clean_restart_budget": 10**9, "watchdogs": "none (no watchdog, "
              "idle_output_timeout, probe)", "logs": "stdout/stderr captured to state_dir/logs",
              "note": "backoff is 0 in every benchmark: tend counts an outside SIGKILL as a "
-                     "crash, whose default backoff_initial is 1s"}
+                     "crash, and by default (backoff_initial 1s, counted from the run's start) "
+                     "a run killed younger than 1 s waits out the rest; a run killed older "
+                     "restarts at once (bench/restart measures that default beside this)"}
         if self.extra_defaults:
             d["defaults"] = dict(self.extra_defaults)
         else:
