@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -37,7 +38,8 @@ const daemonLeaf = "daemon"
 var wanted = []string{"cpu", "memory", "pids"}
 
 // Tree is the directory holding one daemon's instance groups. Its fields
-// are set by Setup and not changed afterwards; the watcher has its own lock.
+// are set by Setup and not changed afterwards; the watcher and made have
+// their own locks.
 type Tree struct {
 	path        string   // OWN/tend-ID, or the explicit directory
 	controllers []string // enabled in path's cgroup.subtree_control
@@ -45,6 +47,33 @@ type Tree struct {
 	leaf        string   // the daemon's leaf when Setup moved the daemon there, else ""
 	w           *watcher
 	kept        keptFiles // memory.current of each group, open for MemoryCurrent
+	made        madeGroups
+}
+
+// madeGroups are the groups this Tree made that no cgroup.kill has reached
+// since: Prepare may hand such a group, empty, to the next run as it is.
+type madeGroups struct {
+	mu   sync.Mutex // guards dirs
+	dirs map[string]bool
+}
+
+func (m *madeGroups) set(dir string, clean bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !clean {
+		delete(m.dirs, dir)
+		return
+	}
+	if m.dirs == nil {
+		m.dirs = map[string]bool{}
+	}
+	m.dirs[dir] = true
+}
+
+func (m *madeGroups) clean(dir string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dirs[dir]
 }
 
 // Setup decides once, at daemon start, whether runs get cgroups (SPEC 12).

@@ -62,6 +62,12 @@ func (g *Group) Path() string { return g.path }
 // group that cannot be removed is therefore an error, not reused. With the
 // memory controller, memory.max is set to memoryMax bytes, or "max" for 0.
 // Watches of the group carry over.
+//
+// Without the memory controller there are no per-run counters, so a group
+// this Tree made, that no cgroup.kill has reached since (its last run ended
+// with its leader, the common case) and that is empty with no group below
+// it, is kept for the next run: a restart then costs one open, not an
+// rmdir and a mkdir.
 func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	if g.err != nil {
 		return nil, g.err
@@ -69,6 +75,13 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	if memoryMax < 0 {
 		return nil, fmt.Errorf("cgroup %s: negative memory limit %d", g.path, memoryMax)
 	}
+	if !g.t.HasMemory() && g.t.made.clean(g.path) && g.bare() {
+		fd, err := unix.Open(g.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return os.NewFile(uintptr(fd), g.path), nil
+		}
+	}
+	g.t.made.set(g.path, false)
 	if err := g.empty(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -80,6 +93,7 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 		return nil, fmt.Errorf("cgroup %s: mkdir: %w", g.path, err)
 	}
 	g.t.w.rearm(g.path)
+	g.t.made.set(g.path, true)
 	if g.t.HasMemory() {
 		v := "max"
 		if memoryMax > 0 {
@@ -94,6 +108,21 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 		return nil, fmt.Errorf("cgroup %s: open: %w", g.path, err)
 	}
 	return os.NewFile(uintptr(fd), g.path), nil
+}
+
+// bare reports whether the group is empty and has no group below it
+// (cgroup.stat nr_descendants: a run as root may have made some).
+func (g *Group) bare() bool {
+	if p, err := g.Populated(); err != nil || p {
+		return false
+	}
+	var buf [256]byte
+	b, err := readSmall(filepath.Join(g.path, "cgroup.stat"), buf[:])
+	if err != nil {
+		return false
+	}
+	n, ok, err := keyed(b, "nr_descendants")
+	return err == nil && ok && n == 0
 }
 
 // empty kills what is in the group and waits, bounded, until it is empty.
@@ -205,6 +234,7 @@ func (g *Group) Kill() error {
 	if g.err != nil {
 		return g.err
 	}
+	g.t.made.set(g.path, false) // a killed group must not be forked into again (see Prepare)
 	err := writeFile(filepath.Join(g.path, "cgroup.kill"), "1")
 	if errors.Is(err, unix.ENOENT) {
 		err = killBySignal(g)
@@ -295,6 +325,7 @@ func (g *Group) Remove() error {
 		return err
 	}
 	g.t.kept.forget(g.path)
+	g.t.made.set(g.path, false)
 	if err := removeTree(g.path); err != nil {
 		return fmt.Errorf("cgroup %s: remove: %w", g.path, err)
 	}

@@ -385,3 +385,68 @@ func TestRealKeptFile(t *testing.T) {
 		t.Errorf("%d descriptors kept after Remove", len(tr.kept.fds))
 	}
 }
+
+// TestRealPrepareKeepsCleanGroup: without the memory controller a group
+// whose run ended with its leader is handed to the next run as it is; a
+// group that went through cgroup.kill, or has a group below it, is made
+// afresh, and the run forked into it lives (the 6.18 quirk in Prepare).
+func TestRealPrepareKeepsCleanGroup(t *testing.T) {
+	tr := testTree(t)
+	g := tr.Group("keep-0")
+	ino := func() uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(g.Path(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	inGroup := func(r *run) {
+		t.Helper()
+		testutil.Eventually(t, "the run alone in its group", func() bool {
+			pids, _ := g.Procs()
+			return slices.Equal(pids, []int{r.cmd.Process.Pid})
+		})
+	}
+	ended := func(r *run) {
+		t.Helper()
+		_ = r.cmd.Wait()
+		testutil.Eventually(t, "the group empty", func() bool {
+			p, err := g.Populated()
+			return err == nil && !p
+		})
+	}
+
+	r1 := startIn(t, g, nil, "exit 0")
+	ended(r1)
+	first := ino()
+	r2 := startIn(t, g, nil, "exec sleep 1000")
+	inGroup(r2)
+	if kept := ino() == first; kept == tr.HasMemory() {
+		t.Errorf("group kept for the next run: %v; want %v (memory controller: %v)", kept, !tr.HasMemory(), tr.HasMemory())
+	}
+
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ended(r2)
+	before := ino()
+	r3 := startIn(t, g, nil, "exec sleep 1000")
+	if ino() == before {
+		t.Error("a group that went through cgroup.kill was kept for the next run")
+	}
+	inGroup(r3)
+	if err := unix.Kill(r3.cmd.Process.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ended(r3)
+
+	if err := os.Mkdir(filepath.Join(g.Path(), "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before = ino()
+	r4 := startIn(t, g, nil, "exec sleep 1000")
+	if ino() == before {
+		t.Error("a group with a group below it was kept for the next run")
+	}
+	inGroup(r4)
+}

@@ -60,6 +60,8 @@ type Tree interface {
 	// Signal sends sig to the run's members outside its process group
 	// (fresh while the leader lives, else as last seen); see proctree.
 	Signal(leader int, sig syscall.Signal) (signalled int, left []int)
+	// Forget drops what Monitor keeps of the run led by leader.
+	Forget(leader int)
 }
 
 type cmdKind int
@@ -413,6 +415,7 @@ func (in *Instance) finish(st reaper.Status) {
 	in.disarm()
 	in.stopHealth()
 	in.closeNotify()
+	in.forgetTree(st.PID)
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
 	if st.Adopted {
 		ex.Unknown = true
