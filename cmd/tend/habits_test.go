@@ -60,6 +60,11 @@ command = ["sleep", "100000"]
 	t.Cleanup(func() { g.openAll("ready") })
 	waitRunning(t, c, "worker:0")
 	hc := unixHTTP(sock)
+	// The fleet starts asynchronously: slow:0 may not have been spawned yet.
+	testutil.Eventually(t, "slow:0 to be starting", func() bool {
+		st, _ := c.Status("slow:0")
+		return st.State == program.StateStarting
+	}, testutil.Explain(eventsOf(c)))
 
 	// Not ready for as long as the program has not said so.
 	for range 10 {
