@@ -329,8 +329,8 @@ func writeDetails(w io.Writer, runs []Results) {
   listing shows every instance running with a pid (found by polling the last
   instance's status, then /readyz's counts, never the full listing alone).
 - CPU is /proc/PID/task/*/schedstat run time summed over the daemon's threads.
-- descriptors per running instance is all the daemon's open descriptors
-  (fixed ones included) over the instances running.
+- descriptors per running instance is all the daemon's open descriptors,
+  in every descriptor table (fixed ones included), over the instances running.
 - tend ps and tend status ID are exec'd with stdout to /dev/null; the peers'
   CLI figures are one call each in bench/peers (§1 one CLI call, §3 list).
 - kill -> exited includes the kernel's teardown of the killed process.
