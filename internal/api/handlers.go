@@ -50,7 +50,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch view := r.URL.Query().Get("view"); view {
 	case "", "full":
-		writeJSON(w, http.StatusOK, list)
+		writeJSONList(w, http.StatusOK, list)
 	case "table":
 		width, err := intParam(r, "width", 120)
 		if err == nil && (width < 1 || width > maxTableWidth) {
@@ -86,7 +86,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, list[0])
 		return nil
 	}
-	writeJSON(w, http.StatusOK, nonNil(list))
+	writeJSONList(w, http.StatusOK, nonNil(list))
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tend-sh/tend/internal/parallel"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -63,8 +64,9 @@ type Broker struct {
 	tree    Tree          // nil: no process trees
 	kick    chan struct{} // something is due, or an agent registered; capacity 1
 
-	mu      sync.Mutex          // guards entries, agents and due
+	mu      sync.Mutex          // guards entries, order, agents and due
 	entries map[string]*entry   // by instance id
+	order   []*entry            // entries by program then instance; nil: to be sorted again
 	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
 	due     map[*entry]struct{} // entries with a change not announced yet
 }
@@ -125,7 +127,7 @@ func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration)
 	}
 	switch {
 	case s.Members != nil:
-		m := s.Members(maxAge)
+		m := s.Members(now, maxAge)
 		if len(m.Procs) > 0 {
 			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
 			st.PeakRSS = max(st.PeakRSS, m.Peak)
@@ -148,6 +150,7 @@ func (b *Broker) Update(s program.Snapshot) {
 	if !ok {
 		e = &entry{snap: s, seen: k}
 		b.entries[s.Status.ID] = e
+		b.order = nil
 		if s.Status.Agent {
 			b.agents[s.Status.ID] = e
 			b.poke() // Run may sleep for want of agents
@@ -188,6 +191,7 @@ func (b *Broker) Forget(id string) {
 	if ok {
 		e.gone = true
 		delete(b.entries, id)
+		b.order = nil
 		delete(b.agents, id)
 		delete(b.due, e)
 	}
@@ -216,26 +220,53 @@ func (b *Broker) Status(id string) (program.Status, error) {
 // List derives every registered instance's status from one snapshot of the
 // registry, sorted by program then instance; agentsOnly keeps agents.
 func (b *Broker) List(agentsOnly bool) []program.Status {
+	snaps := b.snapshots(agentsOnly)
+	now := b.now()
+	out := make([]program.Status, len(snaps))
+	// Deriving reads each run's processes from /proc and its cgroup: small
+	// blocking reads, most of a listing of ten thousand, shared by the cores.
+	parallel.Each(len(snaps), 256, func(i int) { out[i] = b.derive(snaps[i], now, listTreeAge) })
+	return out
+}
+
+// ListBare is List without the process trees (nothing is read from /proc):
+// lifecycle, state, pid and why, as cheap as the snapshots themselves.
+func (b *Broker) ListBare() []program.Status {
+	snaps := b.snapshots(false)
+	now := b.now()
+	out := make([]program.Status, len(snaps))
+	for i := range snaps {
+		out[i] = Derive(snaps[i], now)
+	}
+	return out
+}
+
+// snapshots copies the registered instances' snapshots under the lock,
+// sorted by program then instance.
+func (b *Broker) snapshots(agentsOnly bool) []program.Snapshot {
 	b.mu.Lock()
-	snaps := make([]program.Snapshot, 0, len(b.entries))
-	for _, e := range b.entries {
+	defer b.mu.Unlock()
+	if b.order == nil {
+		// Sorted again only after a registration or a Forget: a listing of
+		// a steady fleet compares no names.
+		b.order = make([]*entry, 0, len(b.entries))
+		for _, e := range b.entries {
+			b.order = append(b.order, e)
+		}
+		slices.SortFunc(b.order, func(x, y *entry) int {
+			if c := strings.Compare(x.snap.Status.Program, y.snap.Status.Program); c != 0 {
+				return c
+			}
+			return x.snap.Status.Instance - y.snap.Status.Instance
+		})
+	}
+	snaps := make([]program.Snapshot, 0, len(b.order))
+	for _, e := range b.order {
 		if !agentsOnly || e.snap.Status.Agent {
 			snaps = append(snaps, e.snap)
 		}
 	}
-	b.mu.Unlock()
-	now := b.now()
-	out := make([]program.Status, len(snaps))
-	for i := range snaps {
-		out[i] = b.derive(snaps[i], now, listTreeAge)
-	}
-	slices.SortFunc(out, func(a, b program.Status) int {
-		if c := strings.Compare(a.Program, b.Program); c != 0 {
-			return c
-		}
-		return a.Instance - b.Instance
-	})
-	return out
+	return snaps
 }
 
 // Run publishes the due status_changed events, each instance at most once

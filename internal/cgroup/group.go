@@ -144,30 +144,40 @@ func (g *Group) empty() error {
 }
 
 // Procs returns the pids in the group and in any group a run made below
-// it (as root it may): every process of the run.
+// it (as root it may): every process of the run. A listing of ten thousand
+// instances calls it for each, so the common case is two small reads with
+// raw syscalls (no directory listing, nothing registered with the runtime's
+// poller): cgroup.procs, then cgroup.stat to learn whether groups below
+// exist at all; only then are they listed.
 func (g *Group) Procs() ([]int, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
 	var pids []int
-	err := walk(g.path, func(dir string) error {
-		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		if err != nil {
-			return err
-		}
-		p, err := parseProcs(b)
-		pids = append(pids, p...)
-		return err
-	})
-	if err != nil {
+	if err := procsBelow(g.path, &pids); err != nil {
 		return nil, fmt.Errorf("cgroup %s: %w", g.path, err)
 	}
 	return pids, nil
 }
 
-// walk calls fn for dir and each group below it, parents first.
-func walk(dir string, fn func(dir string) error) error {
-	if err := fn(dir); err != nil {
+// procsBelow appends the pids of dir's group and of every group below it.
+func procsBelow(dir string, pids *[]int) error {
+	var buf [512]byte
+	b, err := readGrowing(filepath.Join(dir, "cgroup.procs"), buf[:])
+	if err != nil {
+		return err
+	}
+	p, err := parseProcs(b)
+	if err != nil {
+		return err
+	}
+	*pids = append(*pids, p...)
+	var sbuf [256]byte
+	st, err := readSmall(filepath.Join(dir, "cgroup.stat"), sbuf[:])
+	if err != nil {
+		return err
+	}
+	if n, ok, err := keyed(st, "nr_descendants"); err != nil || (ok && n == 0) {
 		return err
 	}
 	ents, err := os.ReadDir(dir)
@@ -176,7 +186,7 @@ func walk(dir string, fn func(dir string) error) error {
 	}
 	for _, e := range ents {
 		if e.IsDir() {
-			if err := walk(filepath.Join(dir, e.Name()), fn); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := procsBelow(filepath.Join(dir, e.Name()), pids); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -318,14 +328,20 @@ func (g *Group) Remove() error {
 	if g.err != nil {
 		return g.err
 	}
+	g.t.kept.forget(g.path)
+	g.t.made.set(g.path, false)
+	// The common group is empty, its run ended and drained: one rmdir. A
+	// group the kernel refuses to remove (members, groups below) is
+	// emptied first.
+	if err := unix.Rmdir(g.path); err == nil || err == unix.ENOENT {
+		return nil
+	}
 	if err := g.empty(); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return err
 	}
-	g.t.kept.forget(g.path)
-	g.t.made.set(g.path, false)
 	if err := removeTree(g.path); err != nil {
 		return fmt.Errorf("cgroup %s: remove: %w", g.path, err)
 	}
@@ -333,8 +349,16 @@ func (g *Group) Remove() error {
 }
 
 // removeTree removes an empty group and the groups below it, deepest
-// first (rmdir fails on a group with children).
+// first (rmdir fails on a group with children). The common group has none:
+// one rmdir, without listing the directory.
 func removeTree(dir string) error {
+	switch err := unix.Rmdir(dir); err {
+	case nil, unix.ENOENT:
+		return nil
+	case unix.EBUSY, unix.ENOTEMPTY:
+	default:
+		return &os.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -173,6 +173,33 @@ func readSmall(file string, buf []byte) ([]byte, error) {
 	return nil, &os.PathError{Op: "read", Path: file, Err: errors.New("longer than expected")}
 }
 
+// readGrowing reads a whole file like readSmall, into buf when it fits and
+// into a larger buffer when not (cgroup.procs of a group with many members).
+func readGrowing(file string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: file, Err: err}
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: file, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+	}
+}
+
 // writeFile writes s to an existing cgroup file in one write(2), which is
 // how the kernel takes a value: no O_CREAT, no truncation.
 func writeFile(file, s string) error {

@@ -91,7 +91,7 @@ func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // fleet's initial start is done the daemon is not ready, whatever the counts.
 func (b *backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.d.broker.List(false) {
+	for _, st := range b.d.broker.ListBare() { // no process trees: /readyz may be polled often
 		if !b.shouldRun(&st) {
 			continue
 		}

@@ -28,7 +28,7 @@ func (d *daemon) stopBudget() time.Duration {
 // operator (or the orchestrator's grace period) knows what to expect.
 func (d *daemon) announceStop() {
 	n := 0
-	for _, st := range d.broker.List(false) {
+	for _, st := range d.broker.ListBare() {
 		if st.Alive() {
 			n++
 		}

@@ -168,7 +168,7 @@ func (n *sdNotifier) heartbeat() {
 
 // status is the STATUS= text: the fleet's counts by state.
 func (n *sdNotifier) status(stopping bool) string {
-	text := fleetCounts(n.d.broker.List(false))
+	text := fleetCounts(n.d.broker.ListBare())
 	if stopping {
 		return "stopping; " + text
 	}

@@ -21,19 +21,23 @@ const MaxMembers = 1024
 // sum of their RSS. prev is the last description of the same run (or nil):
 // a process in it whose pid and comm are unchanged keeps its command line
 // rather than have it read again.
+//
+// Describe takes no lock (its buffers are its own and the Tracker's fields
+// it reads never change), so a listing may describe many runs at once.
 func (t *Tracker) Describe(pids []int, prev []program.Process) (procs []program.Process, rss int64, truncated bool) {
 	if len(pids) > MaxMembers {
 		pids, truncated = pids[:MaxMembers], true
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	var statArr [512]byte
+	statBuf := statArr[:]
+	var cmdBuf []byte // made when a command line must be read
 	procs = make([]program.Process, 0, len(pids))
 	for _, pid := range pids {
-		n, err := readOnce(t.dir(pid)+"/stat", &t.statBuf)
+		n, err := readOnce(t.dir(pid)+"/stat", &statBuf)
 		if err != nil {
 			continue
 		}
-		st, ok := parseStat(t.statBuf[:n])
+		st, ok := parseStat(statBuf[:n])
 		if !ok {
 			continue
 		}
@@ -41,7 +45,10 @@ func (t *Tracker) Describe(pids []int, prev []program.Process) (procs []program.
 		if i, ok := slices.BinarySearchFunc(prev, pid, func(q program.Process, pid int) int { return cmp.Compare(q.PID, pid) }); ok && sameComm(prev[i].Cmd, st.comm) {
 			p.Cmd = prev[i].Cmd
 		} else {
-			p.Cmd = readCmd(t.dir(pid), string(st.comm), t.cmdBuf)
+			if cmdBuf == nil {
+				cmdBuf = make([]byte, maxCmd)
+			}
+			p.Cmd = readCmd(t.dir(pid), string(st.comm), cmdBuf)
 		}
 		rss += p.RSSBytes
 		procs = append(procs, p)

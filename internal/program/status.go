@@ -120,9 +120,11 @@ type Snapshot struct {
 	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
 	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (SPEC 13)
 	// Members, when set, reads the run's processes (its cgroup's, with
-	// cgroups); a sample younger than maxAge may be reused. Nil: the broker
-	// finds them by the leader's process tree.
-	Members func(maxAge time.Duration) Members
+	// cgroups) as of asOf; a sample taken as of less than maxAge before asOf
+	// may be reused. A listing passes its own start as asOf, so the samples
+	// it takes age together and the next listings reuse all or none. Nil:
+	// the broker finds them by the leader's process tree.
+	Members func(asOf time.Time, maxAge time.Duration) Members
 }
 
 // Members is a sample of a run's processes.

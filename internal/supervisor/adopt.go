@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/reaper"
 )
 
 // Adoption is a run an earlier daemon started and left running.
@@ -55,7 +54,7 @@ func (m *Manager) claimLocked(id string) (Adoption, bool) {
 // read again, and its watchdogs start over. False if it cannot be verified:
 // then it is left alone, never signalled, and the instance starts afresh.
 func (in *Instance) adoptRun(a Adoption) bool {
-	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, func(s reaper.Status) { in.exits <- s })
+	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, in.deliverExit)
 	if err != nil {
 		return false
 	}

@@ -98,7 +98,10 @@ func (in *Instance) drain(st reaper.Status) bool {
 		if in.emptied == nil {
 			in.emptied = make(chan struct{}, 1)
 		}
-		go waitGone(left, drainCheck*drainTries, in.emptied)
+		go func() {
+			waitGone(left, drainCheck*drainTries, in.emptied)
+			in.poke()
+		}()
 		return false
 	}
 	if p, err := in.group.Populated(); err == nil && !p {
@@ -114,6 +117,7 @@ func (in *Instance) drain(st reaper.Status) bool {
 				case in.emptied <- struct{}{}:
 				default:
 				}
+				in.poke()
 			}
 		})
 		if err == nil {
@@ -287,7 +291,7 @@ func (in *Instance) forgetTree(pid int) {
 
 // membersFunc is the snapshot's Members: the group's processes with
 // cgroups, nil (the broker walks the tree) without.
-func (in *Instance) membersFunc() func(time.Duration) program.Members {
+func (in *Instance) membersFunc() func(time.Time, time.Duration) program.Members {
 	if in.members == nil {
 		return nil
 	}
@@ -313,12 +317,12 @@ func (c *memberCache) reset() {
 	c.mu.Unlock()
 }
 
-// sample reads the group's members, or reuses a sample younger than maxAge.
-func (c *memberCache) sample(maxAge time.Duration) program.Members {
+// sample reads the group's members as of asOf, or reuses a sample taken
+// as of less than maxAge before it.
+func (c *memberCache) sample(asOf time.Time, maxAge time.Duration) program.Members {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	if maxAge > 0 && !c.at.IsZero() && now.Sub(c.at) < maxAge {
+	if maxAge > 0 && !c.at.IsZero() && asOf.Sub(c.at) < maxAge {
 		return c.last
 	}
 	m := program.Members{Tracking: program.TrackingCgroup}
@@ -330,7 +334,7 @@ func (c *memberCache) sample(maxAge time.Duration) program.Members {
 			m.RSS, m.Peak = mem.Current, mem.Peak
 		}
 	}
-	c.at, c.last = now, m
+	c.at, c.last = asOf, m
 	return m
 }
 

@@ -152,7 +152,7 @@ func (in *Instance) openNotify() error {
 	if in.noted.sig == nil {
 		in.noted.sig = make(chan struct{}, 1)
 	}
-	sock, err := notify.ListenOptions(in.notifyPath(own), func(m notify.Message) { in.noted.put(&m) }, opts)
+	sock, err := notify.ListenOptions(in.notifyPath(own), func(m notify.Message) { in.noted.put(&m); in.poke() }, opts)
 	if err != nil {
 		if restart.DaemonFault(err) {
 			return fmt.Errorf("notify socket: %w", err)

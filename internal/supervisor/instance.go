@@ -4,12 +4,19 @@
 // package restart what each end means, and publishes the events. A Manager
 // holds the instances of every program and routes operator commands to them.
 //
+// An instance's goroutine runs only while it has something to do or to wait
+// for (a timer, a probe): an instance whose run just runs has none, and
+// whatever happens to it next (a command, the exit, a notify message, the
+// group emptying, max_rss) starts one again. Ten thousand parked goroutines
+// would hold 40 MB of stacks for nothing.
+//
 // The supervisor knows nothing of the API or the broker: it is handed a
 // Publish function for events and an Update function for its snapshots.
 package supervisor
 
 import (
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,16 +101,21 @@ type run struct {
 	reaped    *reaper.Status // the leader was collected; with cgroups the run ends once its group is empty
 }
 
-// Instance supervises one instance of a program. Its fields below the
-// channels are owned by its loop goroutine; other goroutines only send
-// commands.
+// Instance supervises one instance of a program. Its fields below done are
+// owned by its loop goroutine (there is at most one at a time); other
+// goroutines send commands and deliver to the channels, then poke.
 type Instance struct {
-	id    string
-	k     int
-	deps  Deps
-	cmds  chan command
-	exits chan reaper.Status // from the reaper; one exit per run, never more than one pending
-	done  chan struct{}      // closed when the loop returns
+	id     string
+	k      int
+	deps   Deps
+	cmdSig chan struct{}      // capacity 1: queued is not empty
+	exits  chan reaper.Status // from the reaper; one exit per run, never more than one pending
+	done   chan struct{}      // closed when the loop ends for good (the instance is removed)
+
+	mu       sync.Mutex // guards queued, active and finished
+	queued   []command  // sent, not yet taken by the loop
+	active   bool       // a loop goroutine is on
+	finished bool       // the loop has ended for good: a send is answered at once
 
 	spec      *program.Spec
 	out       *spawn.Output
@@ -118,6 +130,7 @@ type Instance struct {
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
 	deferred  []command   // commands taken while waiting for a start slot, handled next
 	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
+	wakeArmed bool        // wake will fire: the loop must stay on for it
 	waiters   []waiter    // commands waiting for the instance to get somewhere
 	removing  bool
 	adopted   bool      // took over a run of an earlier daemon at creation
@@ -131,24 +144,24 @@ func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 	id := program.InstanceID(spec.Name, k)
 	in := &Instance{
 		id: id, k: k, deps: deps, spec: spec,
-		cmds:  make(chan command),
-		exits: make(chan reaper.Status, 2),
-		done:  make(chan struct{}),
-		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
-		state: program.StateStopped,
+		cmdSig: make(chan struct{}, 1),
+		exits:  make(chan reaper.Status, 2),
+		done:   make(chan struct{}),
+		out:    spawn.NewOutput(deps.Capture, id, spec.Logs),
+		state:  program.StateStopped,
 	}
 	in.initHealth()
 	in.initContainment()
 	return in
 }
 
-// loop is the instance's one goroutine. Every case handles one thing and
-// returns here, so an operator's stop is taken between any two steps, even
-// of a program that fails to spawn in a loop.
+// loop is the instance's goroutine while it has work. Every case handles
+// one thing and returns here, so an operator's stop is taken between any
+// two steps, even of a program that fails to spawn in a loop. It returns
+// when nothing is pending and nothing is armed (poke starts it again), and
+// for good once the instance is removed and its run has ended.
 func (in *Instance) loop() {
-	defer close(in.done)
-	in.report()
-	for !in.removing || in.cur != nil {
+	for {
 		if len(in.deferred) > 0 {
 			c := in.deferred[0]
 			in.deferred = in.deferred[1:]
@@ -157,12 +170,20 @@ func (in *Instance) loop() {
 			in.settleWaiters()
 			continue
 		}
+		if in.removing && in.cur == nil {
+			in.end4good()
+			return
+		}
+		if in.idle() && in.park() {
+			return
+		}
 		select {
-		case c := <-in.cmds:
-			in.handle(c)
+		case <-in.cmdSig:
+			in.take()
 		case st := <-in.exits:
 			in.onExit(st)
 		case <-in.wakeC():
+			in.wakeArmed = false
 			in.onWake()
 		case <-in.emptiedC():
 			in.onEmptied()
@@ -179,28 +200,98 @@ func (in *Instance) loop() {
 		case o := <-in.mem.over:
 			in.onOverMem(o)
 		}
-		if in.spawnDue {
-			continue // the spawn is next: report its outcome, not this instant
+		if in.spawnDue || len(in.deferred) > 0 {
+			continue // the spawn (or the commands) next: report their outcome, not this instant
 		}
 		in.report()
 		in.settleWaiters()
 	}
+}
+
+// idle says the loop waits for nothing only it would notice: no spawn due,
+// no timer or ticker armed, no probe in flight.
+func (in *Instance) idle() bool {
+	return !in.spawnDue && !in.wakeArmed && !in.probing &&
+		in.ticker == nil && in.startT == nil && in.probeT == nil
+}
+
+// park ends the loop goroutine unless something was delivered meanwhile.
+// A sender delivers first and pokes second, and both this check and poke
+// hold mu: either the check sees the delivery, or poke sees the loop gone
+// and starts another.
+func (in *Instance) park() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.queued) > 0 || len(in.cmdSig) > 0 || len(in.exits) > 0 || len(in.emptied) > 0 ||
+		len(in.noted.sig) > 0 || len(in.mem.over) > 0 {
+		return false
+	}
+	in.active = false
+	return true
+}
+
+// poke makes sure a loop goroutine will look at what was just delivered.
+func (in *Instance) poke() {
+	in.mu.Lock()
+	if !in.active && !in.finished {
+		in.active = true
+		go in.loop()
+	}
+	in.mu.Unlock()
+}
+
+// take moves the commands sent so far to deferred, handled one at a time
+// from the top of the loop. It reports whether a stop or remove is among
+// them.
+func (in *Instance) take() (stop bool) {
+	in.mu.Lock()
+	cmds := in.queued
+	in.queued = nil
+	in.mu.Unlock()
+	for _, c := range cmds {
+		stop = stop || c.kind == cmdStop || c.kind == cmdRemove
+	}
+	in.deferred = append(in.deferred, cmds...)
+	return stop
+}
+
+// end4good ends the removed instance's loop for good: what it holds is
+// released, and commands that come too late are answered as a gone
+// instance answers them.
+func (in *Instance) end4good() {
 	in.closeHealth()
 	in.out.Close()
 	in.removeGroup()
 	in.releaseWaiters()
+	in.mu.Lock()
+	in.finished, in.active = true, false
+	late := in.queued
+	in.queued = nil
+	in.mu.Unlock()
+	for _, c := range append(in.deferred, late...) {
+		c.reply <- c.kind == cmdStop || c.kind == cmdRemove // gone is stopped
+	}
+	in.deferred = nil
+	close(in.done)
 }
 
 // send hands c to the loop; false if the instance is gone (c.reply then
 // holds what a gone instance means for it).
 func (in *Instance) send(c command) bool {
-	select {
-	case in.cmds <- c:
-		return true
-	case <-in.done:
+	in.mu.Lock()
+	if in.finished {
+		in.mu.Unlock()
 		c.reply <- c.kind == cmdStop || c.kind == cmdRemove // gone is stopped
 		return false
 	}
+	in.queued = append(in.queued, c)
+	in.mu.Unlock()
+	select {
+	case in.cmdSig <- struct{}{}:
+	default: // already signalled
+	}
+	in.poke()
+	return true
 }
 
 func (in *Instance) handle(c command) {
@@ -295,6 +386,7 @@ func (in *Instance) onWake() {
 // and a thousand idle timers (and the waiter each adds to the loop's
 // select) would be memory for nothing.
 func (in *Instance) arm(d time.Duration) {
+	in.wakeArmed = true
 	if in.wake == nil {
 		in.wake = time.NewTimer(d)
 		return
@@ -303,6 +395,7 @@ func (in *Instance) arm(d time.Duration) {
 }
 
 func (in *Instance) disarm() {
+	in.wakeArmed = false
 	if in.wake != nil {
 		in.wake.Stop() // since Go 1.23 no stale expiry stays in C
 	}
@@ -364,9 +457,8 @@ func (in *Instance) waitSlot() bool {
 		select {
 		case startSlots <- struct{}{}:
 			return true
-		case c := <-in.cmds:
-			in.deferred = append(in.deferred, c)
-			if c.kind == cmdStop || c.kind == cmdRemove {
+		case <-in.cmdSig:
+			if in.take() {
 				return false
 			}
 		}
@@ -386,7 +478,7 @@ func (in *Instance) startRun() (int, error) {
 	}
 	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
 		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg,
-		Owner: func(s reaper.Status) { in.exits <- s },
+		Owner: in.deliverExit,
 	})
 	if cg != nil {
 		cg.Close()
@@ -395,6 +487,12 @@ func (in *Instance) startRun() (int, error) {
 		in.closeNotify()
 	}
 	return pid, err
+}
+
+// deliverExit is the reaper's Owner of the instance's runs.
+func (in *Instance) deliverExit(s reaper.Status) {
+	in.exits <- s
+	in.poke()
 }
 
 func (in *Instance) onExit(st reaper.Status) {

@@ -125,8 +125,7 @@ func (m *Manager) growLocked(g *group, n int) {
 			in.adopted = true
 			m.adopted++
 		}
-		in.report() // the broker knows it before anyone can ask for it
-		go in.loop()
+		in.report() // the broker knows it before anyone can ask for it; its loop starts with the first command or exit
 		g.insts = append(g.insts, in)
 	}
 }
@@ -148,8 +147,11 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 		if m.progs[name] == g {
 			delete(m.progs, name)
 		}
+		closed := m.closed
 		m.mu.Unlock()
-		m.trackedChanged()
+		if !closed { // a shutdown says it once, at the end, not once per program
+			m.trackedChanged()
+		}
 	})
 }
 
@@ -432,6 +434,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		wg.Go(func() { errs <- m.Remove(ctx, name) })
 	}
 	wg.Wait()
+	m.trackedChanged()
 	if m.mem != nil {
 		m.mem.close()
 	}

@@ -93,6 +93,7 @@ func (w *memWatch) sample() {
 		if rss > in.spec.MaxRSS {
 			select {
 			case m.over <- memOver{pid: pid, rss: rss}:
+				in.poke()
 			default: // the instance has not taken the last one yet
 			}
 		}

@@ -1,0 +1,32 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// A list encoded in parts on several cores is byte for byte what one
+// encoder writes, at every size around the part boundaries.
+func TestWriteJSONListSameBytes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for _, n := range []int{0, 1, 499, 1000, 1001, 2003, 4567} {
+		list := make([]program.Status, n)
+		for i := range list {
+			list[i] = program.Status{ID: fmt.Sprintf("p%d:0", i), Program: fmt.Sprintf("p%d", i), State: "running", Why: "<up> & \"quoted\""}
+		}
+		one, many := httptest.NewRecorder(), httptest.NewRecorder()
+		writeJSON(one, 200, list)
+		writeJSONList(many, 200, list)
+		if !bytes.Equal(one.Body.Bytes(), many.Body.Bytes()) {
+			t.Fatalf("n=%d: parts differ from one encoding:\n%.200s\n%.200s", n, one.Body.Bytes(), many.Body.Bytes())
+		}
+		if many.Code != 200 || many.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("n=%d: code %d, content type %q", n, many.Code, many.Header().Get("Content-Type"))
+		}
+	}
+}
