@@ -252,20 +252,22 @@ func (m *Manager) resolve(sel string) ([]*Instance, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Instance
-	for _, name := range m.namesLocked() {
-		g := m.progs[name]
-		switch {
-		case s.All:
-			out = append(out, g.insts...)
-		case s.Program != name:
-		case s.Instance < 0:
-			out = append(out, g.insts...)
-		case s.Instance < len(g.insts):
-			out = append(out, g.insts[s.Instance])
+	if !s.All { // one program: a lookup, not a sort of ten thousand names
+		if g, ok := m.progs[s.Program]; ok {
+			switch {
+			case s.Instance < 0:
+				out = append(out, g.insts...)
+			case s.Instance < len(g.insts):
+				out = append(out, g.insts[s.Instance])
+			}
 		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
+		}
+		return out, nil
 	}
-	if len(out) == 0 && !s.All {
-		return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
+	for _, name := range m.namesLocked() {
+		out = append(out, m.progs[name].insts...)
 	}
 	return out, nil
 }
