@@ -241,14 +241,47 @@ func (b *Broker) ListBare() []program.Status {
 	return out
 }
 
+// Brief is what a readiness check needs of an instance, straight from its
+// snapshot: nothing derived, nothing read from /proc.
+type Brief struct {
+	ID, Program, State string
+	Alive, Ready       bool
+	Ended              bool // it has a last exit
+}
+
+// Briefs lists every registered instance's Brief, sorted by program then
+// instance: cheap enough for a readinessProbe polled at ten thousand.
+func (b *Broker) Briefs() []Brief {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sortLocked()
+	out := make([]Brief, len(b.order))
+	for i, e := range b.order {
+		st := &e.snap.Status
+		out[i] = Brief{ID: st.ID, Program: st.Program, State: st.State, Alive: st.PID != nil, Ready: st.Ready, Ended: st.LastExit != nil}
+	}
+	return out
+}
+
 // snapshots copies the registered instances' snapshots under the lock,
 // sorted by program then instance.
 func (b *Broker) snapshots(agentsOnly bool) []program.Snapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.sortLocked()
+	snaps := make([]program.Snapshot, 0, len(b.order))
+	for _, e := range b.order {
+		if !agentsOnly || e.snap.Status.Agent {
+			snaps = append(snaps, e.snap)
+		}
+	}
+	return snaps
+}
+
+// sortLocked puts the entries in order again after a registration or a
+// Forget: a listing of a steady fleet compares no names.
+func (b *Broker) sortLocked() {
 	if b.order == nil {
-		// Sorted again only after a registration or a Forget: a listing of
-		// a steady fleet compares no names.
 		b.order = make([]*entry, 0, len(b.entries))
 		for _, e := range b.entries {
 			b.order = append(b.order, e)
@@ -260,13 +293,6 @@ func (b *Broker) snapshots(agentsOnly bool) []program.Snapshot {
 			return x.snap.Status.Instance - y.snap.Status.Instance
 		})
 	}
-	snaps := make([]program.Snapshot, 0, len(b.order))
-	for _, e := range b.order {
-		if !agentsOnly || e.snap.Status.Agent {
-			snaps = append(snaps, e.snap)
-		}
-	}
-	return snaps
 }
 
 // Run publishes the due status_changed events, each instance at most once

@@ -327,3 +327,38 @@ func TestRunPublishesWithoutBeingAsked(t *testing.T) {
 		t.Fatalf("%d events from Run", rec.count())
 	}
 }
+
+// Briefs and List agree on order (program, then instance) and on what a
+// readiness check reads, after registrations in any order and a Forget.
+func TestBriefsFollowListOrder(t *testing.T) {
+	b := New(func(program.Event) {}, func() time.Time { return t0 }, nil)
+	pid := 42
+	for _, id := range []struct {
+		prog string
+		k    int
+	}{{"web", 1}, {"api", 0}, {"web", 0}, {"api", 10}, {"api", 2}, {"gone", 0}} {
+		st := program.Status{ID: program.InstanceID(id.prog, id.k), Program: id.prog, Instance: id.k, State: program.StateStopped}
+		if id.k == 0 {
+			st.State, st.PID, st.Ready = program.StateRunning, &pid, true
+		}
+		if id.k == 2 {
+			st.LastExit = exitWith(program.CauseOperatorStop)
+		}
+		b.Update(program.Snapshot{Status: st})
+	}
+	b.Forget("gone:0")
+	want := []string{"api:0", "api:2", "api:10", "web:0", "web:1"}
+	briefs, list := b.Briefs(), b.List(false)
+	if len(briefs) != len(want) || len(list) != len(want) {
+		t.Fatalf("%d briefs, %d statuses, want %d", len(briefs), len(list), len(want))
+	}
+	for i, id := range want {
+		br, st := briefs[i], list[i]
+		if br.ID != id || st.ID != id {
+			t.Fatalf("position %d: brief %s, status %s, want %s", i, br.ID, st.ID, id)
+		}
+		if br.State != st.State || br.Alive != st.Alive() || br.Ready != st.Ready || br.Ended != (st.LastExit != nil) || br.Program != st.Program {
+			t.Errorf("%s: brief %+v does not say what the status says (%s alive=%v ready=%v)", id, br, st.State, st.Alive(), st.Ready)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/api"
+	"github.com/tend-sh/tend/internal/broker"
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
@@ -91,12 +92,12 @@ func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // fleet's initial start is done the daemon is not ready, whatever the counts.
 func (b *backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.d.broker.ListBare() { // no process trees: /readyz may be polled often
+	for _, st := range b.d.broker.Briefs() { // no derivation, no /proc: /readyz may be polled often
 		if !b.shouldRun(&st) {
 			continue
 		}
 		r.Instances++
-		if st.Alive() && st.Ready && st.State == program.StateRunning {
+		if st.Alive && st.Ready && st.State == program.StateRunning {
 			r.ReadyN++
 		} else {
 			r.NotReady = append(r.NotReady, st.ID)
@@ -106,12 +107,12 @@ func (b *backend) Readiness() program.Readiness {
 	return r
 }
 
-func (b *backend) shouldRun(st *program.Status) bool {
+func (b *backend) shouldRun(st *broker.Brief) bool {
 	switch st.State {
 	case program.StateExited:
 		return false
 	case program.StateStopped:
-		if st.LastExit != nil {
+		if st.Ended {
 			return false // stopped by the operator
 		}
 		spec, ok := b.d.mgr.Spec(st.Program)
