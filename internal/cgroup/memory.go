@@ -150,32 +150,13 @@ func readBytes(file string, buf []byte) (int64, error) {
 // readSmall reads a small cgroup file into buf with plain system calls:
 // os.ReadFile would stat it and allocate, and cgroup files report size 0
 // anyway. A file longer than buf is an error.
-func readSmall(file string, buf []byte) ([]byte, error) {
-	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: file, Err: err}
-	}
-	defer unix.Close(fd)
-	n := 0
-	for n < len(buf) {
-		m, err := unix.Read(fd, buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "read", Path: file, Err: err}
-		}
-		if m == 0 {
-			return buf[:n], nil
-		}
-		n += m
-	}
-	return nil, &os.PathError{Op: "read", Path: file, Err: errors.New("longer than expected")}
-}
+func readSmall(file string, buf []byte) ([]byte, error) { return readFile(file, buf, false) }
 
 // readGrowing reads a whole file like readSmall, into buf when it fits and
 // into a larger buffer when not (cgroup.procs of a group with many members).
-func readGrowing(file string, buf []byte) ([]byte, error) {
+func readGrowing(file string, buf []byte) ([]byte, error) { return readFile(file, buf, true) }
+
+func readFile(file string, buf []byte, grow bool) ([]byte, error) {
 	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: file, Err: err}
@@ -184,7 +165,10 @@ func readGrowing(file string, buf []byte) ([]byte, error) {
 	n := 0
 	for {
 		if n == len(buf) {
-			buf = append(buf, make([]byte, len(buf))...)
+			if !grow {
+				return nil, &os.PathError{Op: "read", Path: file, Err: errors.New("longer than expected")}
+			}
+			buf = append(buf, make([]byte, max(len(buf), 64))...)
 		}
 		m, err := unix.Read(fd, buf[n:])
 		if err == unix.EINTR {
