@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // upExits runs tend up, which must exit by itself, and returns its exit
@@ -87,6 +89,11 @@ func TestSymlinksInTheStateDirAreNeverFollowed(t *testing.T) {
 				t.Errorf("more than one line:\n%s", stderr)
 			}
 			untouched(t, target)
+			if tree := autoTree(filepath.Join(dir, ".tend")); tree != "" {
+				if _, err := os.Stat(tree); err == nil {
+					t.Errorf("the refused start left its cgroup tree %s", tree)
+				}
+			}
 		})
 	}
 
@@ -202,4 +209,14 @@ func TestAnInheritedDescriptorDoesNotReachARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+}
+
+// autoTree is the cgroup tree a daemon with `cgroup = "auto"` makes for
+// stateDir below this test's own group (SPEC 12), or "" without cgroup2.
+func autoTree(stateDir string) string {
+	mount, own := testutil.Cgroup2Mount(), cgroupOf(os.Getpid())
+	if mount == "" || own == "" {
+		return ""
+	}
+	return filepath.Join(mount, own, "tend-"+statedir.ID(stateDir))
 }

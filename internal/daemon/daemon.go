@@ -124,6 +124,12 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		st.Close()
 		return nil, err
 	}
+	started := false
+	defer func() {
+		if !started { // a start that fails from here leaves no empty cgroup tree behind
+			d.tidyAway()
+		}
+	}()
 	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
 		st.Close()
 		return nil, err
@@ -171,6 +177,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		SubscribersCut:  d.log.CutOffs,
 	})
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
+	started = true
 	return d, nil
 }
 

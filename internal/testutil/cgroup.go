@@ -24,7 +24,7 @@ func CgroupDir(t testing.TB) string {
 	if os.Geteuid() != 0 {
 		t.Skip("creating cgroups needs root (CI is root)")
 	}
-	mount := cgroup2Mount()
+	mount := Cgroup2Mount()
 	if mount == "" {
 		dir := t.TempDir()
 		if out, err := exec.Command("mount", "-t", "cgroup2", "none", dir).CombinedOutput(); err != nil {
@@ -40,8 +40,8 @@ func CgroupDir(t testing.TB) string {
 	return dir
 }
 
-// cgroup2Mount is where this machine mounts cgroup2, or "".
-func cgroup2Mount() string {
+// Cgroup2Mount is where this machine mounts cgroup2, or "".
+func Cgroup2Mount() string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return ""
