@@ -116,13 +116,19 @@ func (g *Group) bare() bool {
 	if p, err := g.Populated(); err != nil || p {
 		return false
 	}
+	none, err := noneBelow(g.path)
+	return err == nil && none
+}
+
+// noneBelow reads cgroup.stat: whether dir's group has no group below it.
+func noneBelow(dir string) (bool, error) {
 	var buf [256]byte
-	b, err := readSmall(filepath.Join(g.path, "cgroup.stat"), buf[:])
+	b, err := readSmall(filepath.Join(dir, "cgroup.stat"), buf[:])
 	if err != nil {
-		return false
+		return false, err
 	}
 	n, ok, err := keyed(b, "nr_descendants")
-	return err == nil && ok && n == 0
+	return ok && n == 0, err
 }
 
 // empty kills what is in the group and waits, bounded, until it is empty.
@@ -172,12 +178,7 @@ func procsBelow(dir string, pids *[]int) error {
 		return err
 	}
 	*pids = append(*pids, p...)
-	var sbuf [256]byte
-	st, err := readSmall(filepath.Join(dir, "cgroup.stat"), sbuf[:])
-	if err != nil {
-		return err
-	}
-	if n, ok, err := keyed(st, "nr_descendants"); err != nil || (ok && n == 0) {
+	if none, err := noneBelow(dir); err != nil || none {
 		return err
 	}
 	ents, err := os.ReadDir(dir)

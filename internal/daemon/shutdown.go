@@ -28,8 +28,8 @@ func (d *daemon) stopBudget() time.Duration {
 // operator (or the orchestrator's grace period) knows what to expect.
 func (d *daemon) announceStop() {
 	n := 0
-	for _, st := range d.broker.ListBare() {
-		if st.Alive() {
+	for _, st := range d.broker.Briefs() {
+		if st.Alive {
 			n++
 		}
 	}
