@@ -12,6 +12,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -60,7 +61,7 @@ shell = "setsid sleep 100021 & sh -c 'sleep 100022 &'; exec sleep 100023"
 stop_grace = "2s"
 `, cg))
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
-	group := filepath.Join(cg, "leak-0")
+	group := filepath.Join(cg, "tend-"+statedir.ID(filepath.Join(dir, ".tend")), "leak-0")
 
 	up := startUp(t, tend, conf)
 	waitRunning(t, c, "leak:0")

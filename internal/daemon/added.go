@@ -293,7 +293,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 	if _, ok := d.mgr.Spec(spec.Name); ok {
 		return nil, fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
 	}
-	if err := d.checkMemoryMax([]program.Spec{spec}); err != nil {
+	if err := d.checkLimits(nil, []program.Spec{spec}); err != nil {
 		return nil, err
 	}
 	if err := d.kept.put(spec.Name, source); err != nil {

@@ -119,17 +119,17 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	}
 	d := &daemon{cfg: cfg, opts: opts, state: st, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
 	d.defaults.Store(defaults)
+	started := false
+	defer func() {
+		if !started { // a start that fails from here leaves no empty cgroup tree or short-path directory behind
+			d.tidyAway()
+		}
+	}()
 	d.shortDir = shortDir(sd)
 	if err := d.setupCgroups(); err != nil {
 		st.Close()
 		return nil, err
 	}
-	started := false
-	defer func() {
-		if !started { // a start that fails from here leaves no empty cgroup tree behind
-			d.tidyAway()
-		}
-	}()
 	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
 		st.Close()
 		return nil, err

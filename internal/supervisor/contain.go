@@ -53,7 +53,7 @@ func (in *Instance) prepareGroup() (*os.File, error) {
 		return nil, nil
 	}
 	in.members.reset()
-	f, err := in.group.Prepare(in.spec.MemoryMax)
+	f, err := in.group.Prepare(cgroup.LimitsOf(in.spec))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
