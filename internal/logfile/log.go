@@ -11,18 +11,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
-)
-
-// Size limits of a log file.
-const (
-	MinSize     = 4 << 10  // the smallest max_size: smaller files would rotate every few lines
-	DefaultSize = 50 << 20 // max_size when none is given
 )
 
 // Options configure a Log.
 type Options struct {
-	MaxSize  int64 // a file rotates before it would grow past this many bytes; at least MinSize; 0 = DefaultSize
+	MaxSize  int64 // a file rotates at exactly this many bytes; at least program.MinLogSize; 0 = program.DefaultLogSize
 	MaxFiles int   // rotated files kept besides the current one; 0 = none
 	// Writer says this process writes the log (through Add and Flush):
 	// followers then wait for its notifications and skip it while it is
@@ -81,9 +76,9 @@ func (l *Log) EndWriter() {
 // SetLimits changes the rotation limits for the records to come.
 func (l *Log) SetLimits(maxSize int64, maxFiles int) {
 	if maxSize == 0 {
-		maxSize = DefaultSize
+		maxSize = program.DefaultLogSize
 	}
-	l.maxSize.Store(max(maxSize, MinSize))
+	l.maxSize.Store(max(maxSize, program.MinLogSize))
 	l.maxFiles.Store(int64(max(maxFiles, 0)))
 }
 

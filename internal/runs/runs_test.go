@@ -13,6 +13,8 @@ import (
 
 var t0 = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
+const journalName = FileName + ".log"
+
 func openDir(t *testing.T) *statedir.Dir {
 	t.Helper()
 	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
