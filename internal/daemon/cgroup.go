@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -70,7 +69,7 @@ func (d *daemon) removeStaleGroups() {
 	have := map[string]bool{}
 	keep := func(id string) {
 		name, k, _ := program.SplitID(id)
-		have[name+"-"+strconv.Itoa(k)] = true
+		have[program.InstanceBase(name, k)] = true
 	}
 	for _, id := range d.mgr.IDs() {
 		keep(id)
@@ -107,7 +106,7 @@ func (d *daemon) groupOf(id string) *cgroup.Group {
 	if d.cgroups == nil || !ok {
 		return nil
 	}
-	return d.cgroups.Group(name + "-" + strconv.Itoa(k))
+	return d.cgroups.Group(program.InstanceBase(name, k))
 }
 
 // signalStray signals a run left by an earlier daemon for a program no
