@@ -111,8 +111,7 @@ func (d *daemon) scaleProgram(ctx context.Context, name string, n int) ([]string
 }
 
 // loadKept reads programs.json and parses its programs with the config's
-// [defaults], then raises the descriptor limit for the whole fleet, all
-// before anything starts.
+// [defaults], before anything starts.
 func (d *daemon) loadKept() error {
 	k, problems, err := kept.OpenPrograms(d.state.Root, time.Now())
 	if err != nil {
@@ -123,7 +122,6 @@ func (d *daemon) loadKept() error {
 		d.note("%s", p)
 	}
 	d.added = d.keptSpecs(d.cfg.Programs, d.defaults.Load())
-	d.raiseLimits(instances(d.cfg.Programs, d.added))
 	return nil
 }
 

@@ -132,7 +132,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 			d.tidyAway()
 		}
 	}()
-	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
+	if err := d.loadKept(); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -147,6 +147,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		st.Close()
 		return nil, err
 	}
+	d.raiseLimits(instances(d.cfg.Programs, d.added)) // the whole fleet's, before any of it starts
 	if err := d.openCapture(); err != nil {
 		d.reaper.Stop()
 		d.log.Close()

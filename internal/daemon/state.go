@@ -70,9 +70,10 @@ func prepareProcess(opts Options) {
 
 // raiseLimits makes room for the fleet's descriptors before anything is
 // started, and says in one line if it still does not fit. Runs keep the
-// limit tend was started with (limits.ForRuns).
+// limit tend was started with (limits.ForRuns), which the reaper's child
+// finds.
 func (d *daemon) raiseLimits(instances int) {
-	res, err := limits.Raise(limits.Need(instances))
+	res, err := limits.Raise(limits.Need(instances), d.reaper)
 	if err != nil {
 		d.note("%v", err)
 	}
