@@ -11,6 +11,12 @@
 // (openat, mkdirat, renameat, unlinkat, mknodat), by a single path component.
 // A path that is not a regular file where one is expected (a FIFO planted
 // where a log goes, say) is refused too, without blocking on it.
+//
+// It also holds, once, the rules of the files tend keeps there for the
+// next daemon (runs.json, programs.json, ...): their form, one record a
+// line, a damaged one set aside and never written over (lines.go), and
+// the journaled Table for records that change many times a second
+// (table.go).
 package statedir
 
 import (
