@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // TestAuditStaysUnderItsCap: a crash loop writes far more events than
@@ -82,18 +83,8 @@ max_crashes = 1000000
 	}
 }
 
-func openTestDir(t *testing.T) *statedir.Dir {
-	t.Helper()
-	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 func TestTokenIsMadeOnceAndCheckedAfter(t *testing.T) {
-	d := openTestDir(t)
+	d := testutil.StateDir(t)
 	tok, err := loadToken(d)
 	if err != nil || len(tok) != 64 {
 		t.Fatalf("new token %q: %v", tok, err)

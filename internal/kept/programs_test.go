@@ -2,27 +2,16 @@ package kept
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
-func openTestDir(t *testing.T) *statedir.Dir {
-	t.Helper()
-	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 func TestProgramsFile(t *testing.T) {
-	d := openTestDir(t)
+	d := testutil.StateDir(t)
 	k, problems, err := OpenPrograms(d, time.Now())
 	if err != nil || problems != nil || len(k.list) != 0 {
 		t.Fatalf("no file: %+v %v %v", k, problems, err)

@@ -11,18 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
-
-func openDir(t *testing.T) *statedir.Dir {
-	t.Helper()
-	d, err := statedir.Open(filepath.Join(t.TempDir(), "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 var t0 = time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC)
 
@@ -65,7 +55,7 @@ func seqOf(t *testing.T, line []byte) int {
 // next), the kept files hold an unbroken run of the newest records, read
 // back whole, and the oldest are dropped past max_files.
 func TestRotationAtExactly4KiB(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 3, Writer: true})
 	const n = 2000
 	numbered(t, l, 0, n, Stdout)
@@ -133,7 +123,7 @@ func TestRotationAtExactly4KiB(t *testing.T) {
 
 // A line longer than a file can hold is stored in pieces that each fit.
 func TestLongLineIsCutToFitAFile(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 5})
 	long := strings.Repeat("0123456789", 1000) // 10,000 bytes
 	if err := l.Add(Record{TS: t0, Stream: Stderr, Line: []byte(long)}); err != nil {
@@ -165,7 +155,7 @@ func TestLongLineIsCutToFitAFile(t *testing.T) {
 // written through: the link is replaced by a file of its own. A FIFO
 // planted there does not block the writer.
 func TestPlantedLogIsNotWrittenThrough(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	target := filepath.Join(t.TempDir(), "bashrc")
 	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -209,7 +199,7 @@ func TestPlantedLogIsNotWrittenThrough(t *testing.T) {
 // A file larger than max_size already (max_size lowered, or a log from
 // before records) is rotated before the first record, never grown.
 func TestOversizedFileRotatesFirst(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	if err := os.WriteFile(d.Join("w-0.log"), bytes.Repeat([]byte("old line\n"), 1000), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +219,7 @@ func TestOversizedFileRotatesFirst(t *testing.T) {
 // A line with newlines in it (a note of several lines) becomes a record
 // per line: a newline never gets into a record.
 func TestNewlinesSplitRecords(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{})
 	if err := l.Add(Record{TS: t0, Stream: Tend, Line: []byte("reload refused:\nline 3: bad\n")}); err != nil {
 		t.Fatal(err)

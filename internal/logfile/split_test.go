@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // big is a record of about 1.5 KiB, so that every third one or so crosses
@@ -35,7 +37,7 @@ func splitLog(t *testing.T, l *Log, stream Stream, from int) int {
 // several logs (tend logs NAME), and for followers, this process's log
 // and one written elsewhere (polled, found by inode).
 func TestASplitRecordReadsWhole(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	a := New(d, "a-0", Options{MaxSize: 4096, MaxFiles: 3, Writer: true})
 	b := New(d, "b-0", Options{MaxSize: 4096, MaxFiles: 3, Writer: true})
 	other := New(d, "a-0", Options{}) // a reader of a's files without a's writer
@@ -80,7 +82,7 @@ func TestASplitRecordReadsWhole(t *testing.T) {
 // from now).
 func TestASplitRecordHalfWrittenWaits(t *testing.T) {
 	for _, q := range []Query{{Tail: -1}, {Tail: 0}} {
-		d := openDir(t)
+		d := testutil.StateDir(t)
 		l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 2, Writer: true})
 		n := 0
 		for i := 0; ; i++ {
@@ -121,7 +123,7 @@ func TestASplitRecordHalfWrittenWaits(t *testing.T) {
 // was rotated out: it is no record, and neither a tail nor a follower
 // shows it. With max_files 0 nothing is split at all.
 func TestTheEndOfARecordRotatedOutIsNotShown(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 1, Writer: true})
 	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
