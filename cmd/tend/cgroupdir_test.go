@@ -53,7 +53,7 @@ command = ["sleep", "100032"]
 		t.Helper()
 		for id, pid := range d.runs {
 			st, err := d.c.Status(id)
-			if err != nil || st.PID == nil || *st.PID != pid || st.Run != 1 || !alive(pid) {
+			if err != nil || st.PID == nil || *st.PID != pid || st.Run != 1 || !testutil.Alive(pid) {
 				t.Errorf("%s: %s of %s is %+v (%v), want still run 1, pid %d", when, id, d.conf, st, err, pid)
 			}
 		}
@@ -65,7 +65,7 @@ command = ["sleep", "100032"]
 		}
 		testutil.Eventually(t, "the daemon's subtree removed", func() bool { _, err := os.Stat(d.tree); return os.IsNotExist(err) })
 		for id, pid := range d.runs {
-			testutil.Eventually(t, id+" gone", func() bool { return !alive(pid) })
+			testutil.Eventually(t, id+" gone", func() bool { return !testutil.Alive(pid) })
 		}
 	}
 

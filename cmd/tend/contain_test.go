@@ -128,7 +128,7 @@ stop_grace = "2s"
 		t.Fatalf("tend stop: exit %d: %s%s", code, out, errOut)
 	}
 	for _, pid := range members {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("pid %d (%s) of the adopted run outlived its stop", pid, cmdline(pid))
 		}
 	}
@@ -147,7 +147,7 @@ stop_grace = "2s"
 	}
 	up.Wait()
 	for _, pid := range again {
-		testutil.Eventually(t, fmt.Sprintf("pid %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.Eventually(t, fmt.Sprintf("pid %d to be gone", pid), func() bool { return !testutil.Alive(pid) })
 	}
 	if testutil.Populated(cg) {
 		t.Errorf("tend down left processes in %s", cg)
@@ -225,7 +225,7 @@ stop_grace = "30s"
 					return false
 				})
 				res, err := c.Act(context.Background(), "stop", "slow", client.ActOptions{Wait: true})
-				if a := alive(hogPID); err != nil || len(res.Failed) != 0 || a {
+				if a := testutil.Alive(hogPID); err != nil || len(res.Failed) != 0 || a {
 					t.Fatalf("stop %d: %+v %v; the hog (pid %d) alive after the stop answered: %v", i+1, res, err, hogPID, a)
 				}
 			}

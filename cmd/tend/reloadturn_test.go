@@ -58,8 +58,8 @@ func TestStopNowEndsAReloadsTurnWait(t *testing.T) {
 		t.Errorf("tend stop agent:0 --now during the reload's wait: exit %d: %s%s", code, out, errOut)
 	}
 	testutil.Eventually(t, "the reload to end", reload.ended)
-	if code := reload.wait(t); code != 0 || alive(pid) {
-		t.Errorf("reload: exit %d %s%s; old run alive %v", code, reload.stdout.String(), reload.stderr.String(), alive(pid))
+	if code := reload.wait(t); code != 0 || testutil.Alive(pid) {
+		t.Errorf("reload: exit %d %s%s; old run alive %v", code, reload.stdout.String(), reload.stderr.String(), testutil.Alive(pid))
 	}
 }
 

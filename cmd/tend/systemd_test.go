@@ -71,7 +71,7 @@ shell = "setsid sleep 100062 & exec sleep 100063"
 			}
 		}
 		for _, pid := range procs {
-			if !alive(pid) {
+			if !testutil.Alive(pid) {
 				t.Errorf("%s: pid %d (%s) of a run is gone", when, pid, cmdline(pid))
 			}
 		}
@@ -94,7 +94,7 @@ shell = "setsid sleep 100062 & exec sleep 100063"
 
 	sd.systemctl(t, "stop", "tend")
 	for _, pid := range procs {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("pid %d (%s) of a run outlived systemctl stop", pid, cmdline(pid))
 		}
 	}
@@ -245,7 +245,7 @@ func (sd *systemd) nextMain(t *testing.T, old int) int {
 	var p []int
 	testutil.Eventually(t, "systemd to start tend again", func() bool {
 		p = groupProcs(filepath.Join(sd.cg, "system.slice", "tend.service"))
-		return len(p) == 1 && p[0] != old && !alive(old)
+		return len(p) == 1 && p[0] != old && !testutil.Alive(old)
 	}, testutil.Within(time.Minute), testutil.Explain(func() string { return fmt.Sprint(p) }))
 	return p[0]
 }

@@ -16,10 +16,7 @@ const (
 	defaultAuditMaxSize   = 1 << 30
 	defaultCwd            = "."
 
-	// Bounds that SPEC 2 leaves to us.
-	maxInstances   = 10000
-	minLogFileSize = 4 << 10 // smaller files would rotate on every few lines
-	minAuditSize   = 1 << 20 // a day of a quiet fleet's events must fit
+	minAuditSize = 1 << 20 // a day of a quiet fleet's events must fit
 )
 
 func defaultDaemon() program.Daemon {
@@ -71,7 +68,7 @@ func defaultSpec() program.Spec {
 		WedgeLoopBudget:   3,
 		WedgeLoopWindow:   30 * time.Minute,
 
-		Logs: program.Logs{MaxSize: 50 << 20, MaxFiles: 5},
+		Logs: program.Logs{MaxSize: program.DefaultLogSize, MaxFiles: 5},
 	}
 }
 

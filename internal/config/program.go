@@ -70,7 +70,7 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 	s.Cwd = resolve(d.baseDir, s.Cwd)
 	d.setEnv(v, "env", &s.Env)
 	d.envFile(v, s)
-	d.setInt(v, "instances", &s.Instances, d.minInstances, maxInstances)
+	d.setInt(v, "instances", &s.Instances, d.minInstances, program.MaxInstances)
 	d.setBool(v, "agent", &s.Agent)
 	d.setDuration(v, "turn_idle_after", &s.TurnIdleAfter, positive)
 	d.setDuration(v, "turn_grace", &s.TurnGrace, orZero)
@@ -276,6 +276,6 @@ func isHTTPURL(s string) bool {
 
 func (d *programDecoder) logs(v view, l *program.Logs) {
 	lv := d.sub(v, "logs", logsKeys)
-	d.setSize(lv, "max_size", &l.MaxSize, minLogFileSize)
+	d.setSize(lv, "max_size", &l.MaxSize, program.MinLogSize)
 	d.setInt(lv, "max_files", &l.MaxFiles, 1, maxInt)
 }

@@ -78,7 +78,7 @@ func (d *daemon) settleAdoptions() {
 	}
 	later := map[string]supervisor.Adoption{}
 	for id, a := range d.mgr.Unclaimed() {
-		if name, _, ok := program.SplitID(id); ok && d.kept.leaveAlone(name) {
+		if name, _, ok := program.SplitID(id); ok && d.kept.LeaveAlone(name) {
 			d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
 			later[id] = a
 			continue

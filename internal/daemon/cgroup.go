@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/tend-sh/tend/internal/cgroup"
@@ -63,7 +62,7 @@ func (d *daemon) removeStaleGroups() {
 	have := map[string]bool{}
 	keep := func(id string) {
 		name, k, _ := program.SplitID(id)
-		have[name+"-"+strconv.Itoa(k)] = true
+		have[program.InstanceBase(name, k)] = true
 	}
 	for _, id := range d.mgr.IDs() {
 		keep(id)
@@ -100,7 +99,7 @@ func (d *daemon) groupOf(id string) *cgroup.Group {
 	if d.cgroups == nil || !ok {
 		return nil
 	}
-	return d.cgroups.Group(name + "-" + strconv.Itoa(k))
+	return d.cgroups.Group(program.InstanceBase(name, k))
 }
 
 // signalStray signals a run left by an earlier daemon for a program no

@@ -40,6 +40,11 @@ func (namePattern) String() string { return `^[a-z0-9][a-z0-9_.-]{0,62}$` }
 // and is not "all", which as an id means every instance.
 func ValidName(name string) bool { return name != "all" && NamePattern.MatchString(name) }
 
+// MaxInstances bounds a program's instances, and so the fleet's records
+// kept per instance: wherever a count of instances is read (the config, the
+// API, the state kept across daemons), this is its limit.
+const MaxInstances = 10000
+
 // Restart policies (SPEC 2, 3).
 const (
 	RestartAlways    = "always"     // every end of a run restarts
@@ -121,9 +126,15 @@ type Probe struct {
 
 // Logs configures the captured-output files of each instance.
 type Logs struct {
-	MaxSize  int64 // bytes per file before rotation; default 50MiB
+	MaxSize  int64 // bytes per file, at which it rotates; default DefaultLogSize, at least MinLogSize
 	MaxFiles int   // rotated files kept; default 5
 }
+
+// Bounds of Logs.MaxSize.
+const (
+	MinLogSize     = 4 << 10  // smaller files would rotate every few lines
+	DefaultLogSize = 50 << 20 // when none is given
+)
 
 // Argv is the argument vector a run executes.
 func (s *Spec) Argv() []string {

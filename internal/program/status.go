@@ -13,14 +13,25 @@ const (
 	StateFatal    = "fatal"
 )
 
+// States is every fine state, in the order of an instance's life.
+func States() []string {
+	return []string{StateStarting, StateRunning, StateBackoff, StateStopping, StateStopped, StateExited, StateFatal}
+}
+
 // Coarse lifecycles (SPEC 6).
 const (
 	LifecycleRunning = "running"
 	LifecycleIdle    = "idle"
 	LifecycleDone    = "done"
 	LifecycleError   = "error"
-	LifecycleUnknown = "unknown"
+	LifecycleUnknown = "unknown" // only the answer for an id that does not exist
 )
+
+// Lifecycles is every lifecycle an instance can be in (LifecycleUnknown
+// aside: no instance is ever in it).
+func Lifecycles() []string {
+	return []string{LifecycleRunning, LifecycleIdle, LifecycleDone, LifecycleError}
+}
 
 // Process tracking modes.
 const (
@@ -37,6 +48,29 @@ type Restarts struct {
 	RSSWatchdog     int `json:"rss_watchdog"`
 	WedgeRestart    int `json:"wedge_restart"`
 	OperatorRestart int `json:"operator_restart"`
+}
+
+// RestartCauses are the causes Restarts counts, in its fields' order: the
+// keys of a status's restarts object.
+func RestartCauses() []string {
+	return []string{ReasonCrash, ReasonCleanExit, ReasonRSSWatchdog, ReasonWedgeRestart, ReasonOperatorRestart}
+}
+
+// Of is the count of one of RestartCauses; 0 for anything else.
+func (r Restarts) Of(cause string) int {
+	switch cause {
+	case ReasonCrash:
+		return r.Crash
+	case ReasonCleanExit:
+		return r.CleanExit
+	case ReasonRSSWatchdog:
+		return r.RSSWatchdog
+	case ReasonWedgeRestart:
+		return r.WedgeRestart
+	case ReasonOperatorRestart:
+		return r.OperatorRestart
+	}
+	return 0
 }
 
 // Total is the sum over every cause.

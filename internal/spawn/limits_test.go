@@ -42,15 +42,15 @@ func TestRunsGetTheLimitTendWasStartedWith(t *testing.T) {
 	if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &started, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := limits.Raise(lim.Max)
-	if err != nil || !res.Changed {
-		t.Fatalf("Raise: %+v %v", res, err)
-	}
 	r := reaper.New()
 	if err := r.Start(false); err != nil {
 		t.Fatal(err)
 	}
 	defer r.Stop()
+	res, err := limits.Raise(lim.Max, r)
+	if err != nil || !res.Changed {
+		t.Fatalf("Raise: %+v %v", res, err)
+	}
 	file := filepath.Join(t.TempDir(), "ulimit")
 	exited := make(chan reaper.Status, 1)
 	// The limit is set on the run just after its exec (nothing can run in

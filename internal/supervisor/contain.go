@@ -3,7 +3,6 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +39,7 @@ func (in *Instance) initContainment() {
 	if t == nil {
 		return
 	}
-	in.group = t.Group(in.spec.Name + "-" + strconv.Itoa(in.k))
+	in.group = t.Group(program.InstanceBase(in.spec.Name, in.k))
 	in.emptied = make(chan struct{}, 1)
 	in.members = &memberCache{g: in.group, tree: t, describe: in.deps.Tree}
 }

@@ -168,15 +168,7 @@ func spec(name string, argv ...string) program.Spec {
 }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
+func alive(pid int) bool { return testutil.Alive(pid) }
 
 // groupMembers lists live processes whose process group is pgid.
 func groupMembers(pgid int) []int {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -169,7 +168,7 @@ func (in *Instance) openNotify() error {
 // cannot enter the state directory) or the path would pass sun_path's limit,
 // there named by a digest when even that is too long.
 func (in *Instance) notifyPath(own bool) string {
-	name := in.spec.Name + "-" + strconv.Itoa(in.k) + ".sock"
+	name := program.InstanceBase(in.spec.Name, in.k) + ".sock"
 	if p := filepath.Join(in.deps.NotifyDir, name); own && len(p) <= maxSocketPath || in.deps.ShortDir == "" {
 		return p
 	}
