@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,16 +17,15 @@ import (
 )
 
 // health is an instance's notify socket, readiness and watchdogs. Like the
-// rest of the Instance, it belongs to the loop goroutine, except noted
-// (the socket's handler) and probeDone, written from elsewhere.
+// rest of the Instance, it belongs to the loop goroutine, except mem (the
+// memory sampler's atomics); what the socket and the probes deliver comes
+// through the inbox.
 type health struct {
-	noted     noted            // messages from the notify socket, merged while the loop is busy
-	sock      *notify.Socket   // the current run's socket; nil when no run (or none could be had)
-	ticker    *time.Ticker     // the 1 s checks while a run is in place
-	startT    *time.Timer      // start_timeout, with ready = "notify"
-	probeT    *time.Ticker     // the liveness probe's interval
-	probeDone chan probeResult // results of the probe in flight
-	probing   bool             // a probe is in flight
+	sock    *notify.Socket // the current run's socket; nil when no run (or none could be had)
+	ticker  *time.Ticker   // the 1 s checks while a run is in place
+	startT  *time.Timer    // start_timeout, with ready = "notify"
+	probeT  *time.Ticker   // the liveness probe's interval
+	probing bool           // a probe is in flight
 
 	statusText string // the last STATUS= of the current run
 	turnSet    bool   // X_TEND_TURN seen in this run: it alone decides the agent's turn from now on
@@ -35,39 +33,6 @@ type health struct {
 
 	r   runHealth // reset at every spawn
 	mem memState  // shared with the manager's memory watchdog
-}
-
-// noted holds what the notify socket delivered and the loop has not taken
-// yet. The socket's handler (on the epoll loop) must never block and a
-// message must never be lost (a lost READY=1 would become a start_timeout
-// crash), so a message that finds the loop busy is merged into the pending
-// one rather than queued or dropped: the loop then applies the sum.
-type noted struct {
-	mu      sync.Mutex      // guards pending
-	pending *notify.Message // nil when nothing waits
-	sig     chan struct{}   // capacity 1: something waits; made with the first socket
-}
-
-func (n *noted) put(m *notify.Message) {
-	n.mu.Lock()
-	if n.pending == nil {
-		n.pending = m
-	} else {
-		mergeMessage(n.pending, m)
-	}
-	n.mu.Unlock()
-	select {
-	case n.sig <- struct{}{}:
-	default: // already signalled; the loop takes the merged message
-	}
-}
-
-func (n *noted) take() *notify.Message {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	m := n.pending
-	n.pending = nil
-	return m
 }
 
 // mergeMessage folds later into m as if both had been applied in order:
@@ -122,18 +87,6 @@ type probeResult struct {
 	err error
 }
 
-// initHealth makes the channels the spec uses, and only those: each channel
-// the loop selects on holds a waiter record while the loop sleeps, a
-// thousand of them for nothing.
-func (in *Instance) initHealth() {
-	if in.spec.MaxRSS > 0 {
-		in.mem.over = make(chan memOver, 1)
-	}
-	if in.spec.Probe != nil {
-		in.probeDone = make(chan probeResult, 1)
-	}
-}
-
 // openNotify gives the run about to start its own NOTIFY_SOCKET. The socket
 // lives only while a run does: a stopped instance holds no descriptor. A
 // failure for want of the daemon's resources fails the spawn (the
@@ -149,10 +102,7 @@ func (in *Instance) openNotify() error {
 		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
 		own = int(cred.Uid) == os.Geteuid()
 	}
-	if in.noted.sig == nil {
-		in.noted.sig = make(chan struct{}, 1)
-	}
-	sock, err := notify.ListenOptions(in.notifyPath(own), func(m notify.Message) { in.noted.put(&m); in.poke() }, opts)
+	sock, err := notify.ListenOptions(in.notifyPath(own), in.putNote, opts)
 	if err != nil {
 		if restart.DaemonFault(err) {
 			return fmt.Errorf("notify socket: %w", err)
@@ -190,16 +140,7 @@ func (in *Instance) closeNotify() {
 		in.sock.Close()
 		in.sock = nil
 	}
-	in.noted.take() // what an ended run said no longer matters
-}
-
-func (in *Instance) noteC() <-chan struct{} { return in.noted.sig }
-
-// onNotes applies what the notify socket delivered since the last time.
-func (in *Instance) onNotes() {
-	if m := in.noted.take(); m != nil {
-		in.onNotify(*m)
-	}
+	in.drop(func(m *mail) { m.note = nil }) // what an ended run said no longer matters
 }
 
 // runEnv is the environment of a run (and of a probe): built when needed
@@ -432,10 +373,7 @@ func (in *Instance) startProbe() {
 		} else {
 			err = spawn.ProbeHTTP(p.HTTP, p.Timeout)
 		}
-		select {
-		case in.probeDone <- probeResult{run: n, err: err}:
-		case <-in.done:
-		}
+		in.putProbe(probeResult{run: n, err: err})
 	}()
 }
 

@@ -466,7 +466,7 @@ func sendAll(insts []*Instance, kind cmdKind, opts program.ActOptions) []chan bo
 	replies := make([]chan bool, len(insts))
 	for i, in := range insts {
 		replies[i] = make(chan bool, 1)
-		in.send(command{kind: kind, opts: opts, reply: replies[i]})
+		in.putCmd(command{kind: kind, opts: opts, reply: replies[i]})
 	}
 	return replies
 }
