@@ -22,7 +22,7 @@ import (
 // through the inbox.
 type health struct {
 	sock    *notify.Socket // the current run's socket; nil when no run (or none could be had)
-	ticker  *time.Ticker   // the 1 s checks while a run is in place
+	checkT  *time.Timer    // the next look at the wedge sources (armCheck); nil when none is due
 	startT  *time.Timer    // start_timeout, with ready = "notify"
 	probeT  *time.Ticker   // the liveness probe's interval
 	probing bool           // a probe is in flight
@@ -170,7 +170,7 @@ func (in *Instance) startHealth(now time.Time) {
 		in.startT = time.NewTimer(s.StartTimeout)
 	}
 	if s.Watchdog > 0 || s.IdleOutputTimeout > 0 || s.Probe != nil {
-		in.ticker = time.NewTicker(time.Second)
+		in.armCheck(now)
 	}
 	if in.cur != nil {
 		in.mem.pid.Store(int64(in.cur.pid))
@@ -183,10 +183,7 @@ func (in *Instance) startHealth(now time.Time) {
 // stopHealth disarms everything; a probe in flight reports to nobody.
 func (in *Instance) stopHealth() {
 	in.mem.pid.Store(0)
-	if in.ticker != nil {
-		in.ticker.Stop()
-		in.ticker = nil
-	}
+	in.stopCheck()
 	if in.startT != nil {
 		in.startT.Stop()
 		in.startT = nil
@@ -197,11 +194,18 @@ func (in *Instance) stopHealth() {
 	}
 }
 
-func (in *Instance) tickC() <-chan time.Time {
-	if in.ticker == nil {
+func (in *Instance) stopCheck() {
+	if in.checkT != nil {
+		in.checkT.Stop()
+		in.checkT = nil
+	}
+}
+
+func (in *Instance) checkC() <-chan time.Time {
+	if in.checkT == nil {
 		return nil
 	}
-	return in.ticker.C
+	return in.checkT.C
 }
 
 func (in *Instance) startC() <-chan time.Time {
@@ -238,9 +242,7 @@ func (in *Instance) onNotify(m notify.Message) {
 	if m.WatchdogUSec != nil {
 		in.r.watchdog = time.Duration(*m.WatchdogUSec) * time.Microsecond
 		in.r.heartbeat = now
-		if in.r.watchdog > 0 && in.ticker == nil { // armed by a program without `watchdog`
-			in.ticker = time.NewTicker(time.Second)
-		}
+		in.armCheck(now) // armed (maybe by a program without `watchdog`), changed or taken away
 	}
 	if m.Watchdog {
 		in.r.heartbeat = now
@@ -289,14 +291,24 @@ func (in *Instance) onOverMem(o memOver) {
 	in.endWith(restart.IntentRSSDrain, in.spec.StopSignal, in.spec.StopGrace) // memory never waits for a turn
 }
 
-// checkHealth is the once-a-second look at whether a run is wedged.
+// checkHealth looks at whether the run is wedged, then sets the next look.
 func (in *Instance) checkHealth() {
 	r := in.cur
 	if r == nil || r.signalled {
+		in.checkT = nil // spent: nothing to watch
 		return
 	}
 	now := time.Now()
-	if in.state != program.StateRunning || now.Sub(r.started) < in.spec.WedgeStartupGrace {
+	in.observeWedge(now)
+	if !r.signalled { // a wedge restart stopped the checks
+		in.armCheck(now)
+	}
+}
+
+// observeWedge counts one observation of the run: wedge_checks of them
+// in a row, one check apart, and the run is wedged.
+func (in *Instance) observeWedge(now time.Time) {
+	if in.state != program.StateRunning || now.Sub(in.cur.started) < in.spec.WedgeStartupGrace {
 		in.r.streak = 0
 		return
 	}
@@ -308,6 +320,36 @@ func (in *Instance) checkHealth() {
 	if in.r.streak++; in.r.streak >= in.spec.WedgeChecks {
 		in.wedged(now, source, detail)
 	}
+}
+
+// checkEvery is the cadence of the wedge checks: of the idle output and
+// probe sources, and of the observations wedge_checks counts.
+const checkEvery = time.Second
+
+// armCheck sets the next look at the wedge sources: checkEvery from now,
+// or sooner, the moment the watchdog's deadline passes (a 2 s watchdog
+// fires at 2 s, not at the next whole second), or only then when the
+// watchdog is all there is to watch. Once an observation found the run
+// wedged, the next ones (wedge_checks) come checkEvery apart.
+func (in *Instance) armCheck(now time.Time) {
+	s, d := in.spec, checkEvery
+	if in.r.watchdog <= 0 && s.IdleOutputTimeout <= 0 && s.Probe == nil {
+		in.stopCheck() // a WATCHDOG_USEC=0 took the last source away
+		return
+	}
+	if w := in.r.watchdog; w > 0 && in.r.streak == 0 {
+		// observe wants more than w of silence, and nothing counts before
+		// the startup grace ends.
+		due := max(in.r.heartbeat.Add(w+time.Millisecond).Sub(now), in.cur.started.Add(s.WedgeStartupGrace).Sub(now))
+		if due > 0 && (due < d || s.IdleOutputTimeout <= 0 && s.Probe == nil) {
+			d = due
+		}
+	}
+	if in.checkT == nil {
+		in.checkT = time.NewTimer(d)
+		return
+	}
+	in.checkT.Reset(d) // since Go 1.23 Reset also drops a stale expiry
 }
 
 // observe asks each wedge source whether the run is making progress.

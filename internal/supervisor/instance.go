@@ -190,7 +190,7 @@ func (in *Instance) loop() {
 			case <-in.wakeC():
 				in.wakeArmed = false
 				in.onWake()
-			case <-in.tickC():
+			case <-in.checkC():
 				in.checkHealth()
 			case <-in.startC():
 				in.onStartTimeout()
@@ -210,7 +210,7 @@ func (in *Instance) loop() {
 // no timer or ticker armed. (A probe in flight reports through the inbox.)
 func (in *Instance) idle() bool {
 	return !in.spawnDue && !in.wakeArmed &&
-		in.ticker == nil && in.startT == nil && in.probeT == nil
+		in.checkT == nil && in.startT == nil && in.probeT == nil
 }
 
 // end4good ends the removed instance's loop for good: what it holds is
