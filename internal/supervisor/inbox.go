@@ -222,6 +222,15 @@ func (in *Instance) park() bool {
 	return true
 }
 
+// letGo ends the creator's hold on a new instance (newInstance): from here
+// on puts start its loop, and one starts at once if something came
+// meanwhile (the exit of an adopted run that had just ended).
+func (in *Instance) letGo() {
+	if !in.park() {
+		go in.loop()
+	}
+}
+
 // closeBox refuses further puts, for good, and returns the commands that
 // came too late to be handled.
 func (in *Instance) closeBox() []command {

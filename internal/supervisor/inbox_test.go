@@ -29,6 +29,7 @@ func newBare(t *testing.T) *bare {
 	b := &bare{t: t}
 	s := spec("bare", "/bin/true")
 	b.in = newInstance(&s, 0, Deps{Publish: func(program.Event) {}, Update: b.update})
+	b.in.letGo()
 	return b
 }
 
@@ -99,6 +100,22 @@ func TestEachPutWakesAParkedInstance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A new instance is its creator's until letGo: what comes meanwhile (the
+// exit of an adopted run that ended at once) waits, and is handled after.
+func TestANewInstanceIsItsCreatorsUntilLetGo(t *testing.T) {
+	b := &bare{t: t}
+	s := spec("held", "/bin/true")
+	b.in = newInstance(&s, 0, Deps{Publish: func(program.Event) {}, Update: b.update})
+	b.in.putExit(reaper.Status{PID: 1 << 22})
+	time.Sleep(50 * time.Millisecond) // a loop started by the put would have reported by now
+	if n := b.reports.Load(); n != 0 {
+		t.Fatalf("%d reports before letGo: a loop ran beside the creator", n)
+	}
+	b.in.letGo()
+	testutil.Eventually(t, "the exit's report", func() bool { return b.reports.Load() == 1 })
+	b.waitParked("the loop to park")
 }
 
 // The reaper, the notify socket's epoll loop and the memory sampler serve

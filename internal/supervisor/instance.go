@@ -11,8 +11,9 @@
 // would hold 40 MB of stacks for nothing.
 //
 // Who owns what in an Instance:
-//   - the loop goroutine (at most one at a time, started by the inbox):
-//     every field not named below, and the pending mail;
+//   - the loop goroutine (at most one at a time, started by the inbox;
+//     before it, the creator, until letGo): every field not named below,
+//     and the pending mail;
 //   - the inbox's lock (inbox.go): what other goroutines deliver, and
 //     whether a loop runs; every other goroutine reaches the instance
 //     through a put, never through its fields;
@@ -146,12 +147,15 @@ type Instance struct {
 	containment // the instance's cgroup
 }
 
+// newInstance returns an instance its caller holds as its loop would: it
+// may set it up (adopt a run, report it) while what comes meanwhile waits
+// in the inbox, and then calls letGo.
 func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 	id := program.InstanceID(spec.Name, k)
 	in := &Instance{
 		id: id, k: k, deps: deps, spec: spec,
 		done:  make(chan struct{}),
-		box:   inbox{sig: make(chan struct{}, 1)},
+		box:   inbox{sig: make(chan struct{}, 1), active: true}, // held by its creator until letGo
 		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
 		state: program.StateStopped,
 	}

@@ -126,6 +126,7 @@ func (m *Manager) growLocked(g *group, n int) {
 			m.adopted++
 		}
 		in.report() // the broker knows it before anyone can ask for it; its loop starts with the first command or exit
+		in.letGo()
 		g.insts = append(g.insts, in)
 	}
 }
