@@ -25,7 +25,7 @@ import (
 // inbox is an instance's mail from other goroutines.
 type inbox struct {
 	// sig (capacity 1) holds a token exactly while mail is not empty: puts
-	// signal and takeAll drains under mu, so the loop's select needs no
+	// signal and takeMail drains under mu, so the loop's select needs no
 	// other channel for what others deliver.
 	sig chan struct{}
 
