@@ -43,6 +43,11 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	testReaperOnce.Do(func() {
+		// As the daemon does first thing: a forker thread started later, by
+		// the first fork, would copy a descriptor table that already holds
+		// that fork's own exec-shim socket (and keep the shim's report from
+		// ever ending).
+		spawn.StartForker()
 		testReaper = reaper.New()
 		if err := testReaper.Start(false); err != nil {
 			t.Fatal(err)
