@@ -38,9 +38,9 @@ type Screen struct {
 	last    rune // the last character printed, for REP
 	lastW   int
 
-	u8      [utf8.UTFMax]byte // a UTF-8 character begun and not yet complete
-	u8n     int               // its bytes so far
-	u8need  int               // its length
+	u8     [utf8.UTFMax]byte // a UTF-8 character begun and not yet complete
+	u8n    int               // its bytes so far
+	u8need int               // its length
 
 	changed   bool // the content changed during this Feed
 	changedAt time.Time

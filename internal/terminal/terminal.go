@@ -44,10 +44,10 @@ type Terminal struct {
 	opts  Options
 	watch *epoll.Watch // reads a copy of the master on an epoll loop; set before its first call
 	done  chan struct{}
-	ended atomic.Bool   // the program's side hung up (or Close): done is closed
-	chgAt atomic.Int64  // screen.ChangedAt in unix nanos, for readers that must not wait
-	wmu   sync.Mutex    // one input write at a time
-	ends  sync.Once     // closes done
+	ended atomic.Bool  // the program's side hung up (or Close): done is closed
+	chgAt atomic.Int64 // screen.ChangedAt in unix nanos, for readers that must not wait
+	wmu   sync.Mutex   // one input write at a time
+	ends  sync.Once    // closes done
 
 	mu      sync.Mutex // guards what follows, and the screen; taken by the reading handler
 	scr     *Screen
