@@ -186,16 +186,19 @@ func (a Attr) withUnderline(u int) Attr {
 	return a&^AttrUnderlineMask | Attr(min(u, 5)<<underlineShift)&AttrUnderlineMask
 }
 
-// Limits of the per-screen tables: past them the table is rebuilt from the
-// cells that still use it, so a program that cycles through colours or
-// combining marks cannot make a screen grow without bound.
+// Bounds of the per-screen tables: past its bound a table is rebuilt from
+// the cells that still use it, so a program that cycles through colours or
+// combining marks cannot make a screen grow without bound. A bound is at
+// least twice the cells (so rebuilding is rare) and at most what a cell's
+// index can name.
 const (
-	maxStyles   = 4096
-	maxClusters = 1024
+	minTable  = 1024
+	maxStyles = 1<<16 - 1
 )
 
 // tables are a screen's styles and clusters.
 type tables struct {
+	limit     int     // the bound of each table
 	styles    []Style // [0] is the default style
 	styleIdx  map[Style]uint16
 	clusters  []string
@@ -218,7 +221,7 @@ func (t *tables) intern(s Style) (uint16, bool) {
 	if i, ok := t.styleIdx[s]; ok {
 		return i, true
 	}
-	if len(t.styles) >= maxStyles {
+	if len(t.styles) >= min(t.limit, maxStyles) {
 		return 0, false
 	}
 	if t.styleIdx == nil {
@@ -239,7 +242,7 @@ func (t *tables) cluster(s string) (rune, bool) {
 	if i, ok := t.clusterIx[s]; ok {
 		return -(i + 1), true
 	}
-	if len(t.clusters) >= maxClusters {
+	if len(t.clusters) >= t.limit {
 		return 0, false
 	}
 	if t.clusterIx == nil {

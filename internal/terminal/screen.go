@@ -98,7 +98,7 @@ func (s *Screen) reset(size Size) {
 	s.cols, s.rows = size.Cols, size.Rows
 	s.main = newGrid(s.cols, s.rows)
 	s.alt, s.g = nil, s.main
-	s.tables = tables{}
+	s.tables = tables{limit: tableLimit(size)}
 	s.x, s.y = 0, 0
 	s.pen, s.penIdx = Style{}, 0
 	s.saved = [2]savedCursor{}
@@ -231,6 +231,7 @@ func (s *Screen) Resize(size Size) {
 	} else {
 		s.g = s.main
 	}
+	s.limit = tableLimit(size)
 	tabs := defaultTabs(size.Cols)
 	copy(tabs, s.tabs)
 	s.tabs = tabs
@@ -279,7 +280,7 @@ func (s *Screen) setPen(p Style) {
 // compact rebuilds the style and cluster tables from what the cells use.
 func (s *Screen) compact() {
 	old := s.tables
-	s.tables = tables{}
+	s.tables = tables{limit: tableLimit(s.Size())}
 	for _, g := range []*grid{s.main, s.alt} {
 		if g == nil {
 			continue
@@ -300,6 +301,10 @@ func (s *Screen) compact() {
 	}
 	s.penIdx = -1
 }
+
+// tableLimit is the bound of a screen's tables: twice the cells of both
+// screens, at least minTable.
+func tableLimit(size Size) int { return max(minTable, 4*size.Cols*size.Rows) }
 
 // runeWidth is the columns r takes: 0 for combining marks and other
 // zero-width characters, 2 for wide (East Asian, emoji), else 1.
