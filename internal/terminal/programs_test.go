@@ -180,6 +180,21 @@ func typed(s string) []string {
 	return keys
 }
 
+// writeSeed keeps a program's output as a seed of FuzzFeed when
+// TEND_FUZZ_SEEDS names the corpus directory (testdata/fuzz/FuzzFeed).
+func writeSeed(t *testing.T, data []byte, size Size) {
+	dir := os.Getenv("TEND_FUZZ_SEEDS")
+	if dir == "" {
+		return
+	}
+	body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint16(%d)\nuint8(%d)\nuint8(%d)\n",
+		data, len(data)/3, size.Cols-MinCols, size.Rows-MinRows)
+	name := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "-"))
+	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // checkRecorded replays what a run wrote into tmux and into a fresh
@@ -187,6 +202,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func checkRecorded(t *testing.T, r *run, size Size) {
 	t.Helper()
 	data := r.output()
+	writeSeed(t, data, size)
 	s := NewScreen(size)
 	s.Feed(data)
 	if live := r.term.Text(); live != s.Text() {

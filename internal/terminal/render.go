@@ -72,14 +72,16 @@ func (s *Screen) appendRowANSI(b []byte, y int, trim bool) []byte {
 		}
 	}
 	var pen Style
-	for _, c := range row[:end] {
-		if c.w == 0 {
+	for x, c := range row[:end] {
+		// A half of a wide character whose other half was overwritten is
+		// drawn as a blank, so the columns after it stay in place.
+		if c.w == 0 && x > 0 && row[x-1].w == 2 {
 			continue
 		}
 		st := s.style(c.st)
 		b = appendSGR(b, pen, st)
 		pen = st
-		if c.r == 0 {
+		if c.r == 0 || c.w == 0 || c.w == 2 && (x+1 >= len(row) || row[x+1].w != 0) {
 			b = append(b, ' ')
 		} else {
 			b = s.text(b, c)

@@ -80,7 +80,7 @@ const (
 func NewScreen(size Size) *Screen {
 	s := &Screen{now: time.Now}
 	s.p = ansi.NewParser()
-	s.p.SetDataSize(4096) // OSC and DCS payloads; longer ones are cut
+	s.p.SetDataSize(maxTitle + 16) // OSC and DCS payloads: a title; longer ones are cut
 	s.p.SetHandler(ansi.Handler{
 		Print:     s.print,
 		Execute:   s.execute,

@@ -147,6 +147,9 @@ func TestRedrawRebuildsTheScreen(t *testing.T) {
 // same text, in the same styles, with the cursor in the same place.
 func checkRedraw(t *testing.T, s *Screen) {
 	t.Helper()
+	if brokenWide(s) {
+		t.Skip("half a wide character stays in the grid as in tmux's, which no redraw can make again")
+	}
 	r := NewScreen(s.Size())
 	r.Feed([]byte("some junk \x1b[41m on it\x1b[3;3H")) // a client's screen is not blank
 	r.Feed(s.Redraw(nil))
@@ -161,6 +164,18 @@ func checkRedraw(t *testing.T, s *Screen) {
 	if rx != min(x, s.cols-1) || ry != y {
 		t.Fatalf("redraw cursor %d,%d, want %d,%d", rx, ry, x, y)
 	}
+}
+
+// brokenWide says whether a wide character lost one of its halves.
+func brokenWide(s *Screen) bool {
+	for _, row := range s.g.rows {
+		for x, c := range row {
+			if c.w == 2 && (x+1 >= len(row) || row[x+1].w != 0) || c.w == 0 && (x == 0 || row[x-1].w != 2) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestANSI(t *testing.T) {
