@@ -42,7 +42,9 @@ type Screen struct {
 	u8n    int               // its bytes so far
 	u8need int               // its length
 
-	changed   bool // the content changed during this Feed
+	feeds     uint64    // Feeds so far
+	still     stillMemo // see regionStill
+	changed   bool      // the content changed during this Feed
 	changedAt time.Time
 	replies   []byte // answers to the program's queries, not yet taken
 	now       func() time.Time
@@ -123,6 +125,7 @@ func (s *Screen) SetClock(now func() time.Time) { s.now = now; s.changedAt = now
 
 // Feed runs the program's output bytes through the screen.
 func (s *Screen) Feed(p []byte) {
+	s.feeds++
 	for _, b := range p {
 		if b < 0x80 && s.u8need == 0 {
 			s.p.Advance(b)
@@ -456,28 +459,43 @@ func (s *Screen) reverseIndex() {
 
 func (s *Screen) scrollUp(n int) {
 	if !s.changed {
-		s.changed = !s.regionStill(n)
+		s.changed = !s.regionStill()
 	}
 	s.g.scrollUp(s.top, s.bot, n, s.eraseStyle())
 }
 
 func (s *Screen) scrollDown(n int) {
 	if !s.changed {
-		s.changed = !s.regionStill(n)
+		s.changed = !s.regionStill()
 	}
 	s.g.scrollDown(s.top, s.bot, n, s.eraseStyle())
 }
 
-// regionStill says whether scrolling the region by n rows would leave it
-// as it is (it is blank): then the content did not change.
-func (s *Screen) regionStill(n int) bool {
-	st := s.eraseStyle()
+// regionStill says whether scrolling the region would leave it as it is
+// (it is blank): then the content did not change. Nothing has changed in
+// this Feed yet when it is asked, so one answer serves the rest of the
+// Feed for the same region (a flood of newlines on a blank screen scans
+// it once).
+func (s *Screen) regionStill() bool {
+	memo := stillMemo{g: s.g, top: s.top, bot: s.bot, st: s.eraseStyle(), feed: s.feeds}
+	if s.still == memo {
+		return true
+	}
 	for y := s.top; y <= s.bot; y++ {
-		if !s.g.isBlank(y, 0, s.cols, st) {
+		if !s.g.isBlank(y, 0, s.cols, memo.st) {
 			return false
 		}
 	}
-	return n > 0
+	s.still = memo
+	return true
+}
+
+// stillMemo is the region regionStill last found blank, in which Feed.
+type stillMemo struct {
+	g        *grid
+	top, bot int
+	st       uint16
+	feed     uint64
 }
 
 // insertCells opens n blank cells at the cursor, pushing the rest of the
