@@ -125,17 +125,6 @@ func (g *grid) isBlank(y, x0, x1 int, st uint16) bool {
 	return true
 }
 
-// equalRows says whether rows a and b hold the same cells.
-func (g *grid) equalRows(a, b int) bool {
-	ra, rb := g.rows[a], g.rows[b]
-	for x := range ra {
-		if ra[x] != rb[x] {
-			return false
-		}
-	}
-	return true
-}
-
 // Style is how a cell is drawn: colours and attributes.
 type Style struct {
 	Fg, Bg, Ul Color // foreground, background, underline colour

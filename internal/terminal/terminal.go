@@ -282,7 +282,8 @@ const inputTimeout = 5 * time.Second
 var ErrInputStalled = errors.New("the program is not reading its terminal input")
 
 // Write types p into the terminal as it is. It waits while the program's
-// input is full, up to a few seconds (ErrInputStalled).
+// input is full, up to a few seconds in all (ErrInputStalled); what was
+// typed by then stays typed.
 func (t *Terminal) Write(p []byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
