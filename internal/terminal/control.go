@@ -123,9 +123,22 @@ func (s *Screen) alignmentTest() {
 	s.changed = true
 }
 
-// osc carries out an operating system command: only the title matters.
+// osc carries out an operating system command: the title, and the
+// queries of the default colours, answered as tmux answers them (white on
+// black) so a program that asks before choosing a theme need not wait.
 func (s *Screen) osc(cmd int, data []byte) {
-	if cmd != 0 && cmd != 2 {
+	switch cmd {
+	case 10, 11:
+		if _, q, _ := strings.Cut(string(data), ";"); q == "?" {
+			c := "ffff/ffff/ffff"
+			if cmd == 11 {
+				c = "0000/0000/0000"
+			}
+			s.reply("\x1b]" + strconv.Itoa(cmd) + ";rgb:" + c + "\x1b\\")
+		}
+		return
+	case 0, 2:
+	default:
 		return
 	}
 	_, title, _ := strings.Cut(string(data), ";")

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
 )
 
 // Screen is a terminal emulator's state: what a terminal of its size
@@ -127,6 +128,10 @@ func (s *Screen) Feed(p []byte) {
 	s.feeds++
 	for _, b := range p {
 		if b < 0x80 && s.u8need == 0 {
+			if b >= 0x20 && b < 0x7f && s.p.State() == parser.GroundState {
+				s.print(rune(b)) // plain text, most of what programs write
+				continue
+			}
 			s.p.Advance(b)
 			continue
 		}

@@ -69,8 +69,8 @@ func TestModesAndTitle(t *testing.T) {
 }
 
 func TestReplies(t *testing.T) {
-	s := feed(Size{Cols: 20, Rows: 5}, "ab\x1b[6n\x1b[c\x1b[5n\x1b[?2004$p")
-	if got, want := string(s.TakeReplies(nil)), "\x1b[1;3R\x1b[?1;2c\x1b[0n\x1b[?2004;2$y"; got != want {
+	s := feed(Size{Cols: 20, Rows: 5}, "ab\x1b[6n\x1b[c\x1b[5n\x1b[?2004$p\x1b]11;?\x07")
+	if got, want := string(s.TakeReplies(nil)), "\x1b[1;3R\x1b[?1;2c\x1b[0n\x1b[?2004;2$y\x1b]11;rgb:0000/0000/0000\x1b\\"; got != want {
 		t.Fatalf("replies %q, want %q", got, want)
 	}
 	if got := s.TakeReplies(nil); len(got) != 0 {
