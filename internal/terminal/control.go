@@ -500,7 +500,7 @@ func (s *Screen) softReset() {
 	s.modes.insert, s.modes.origin, s.modes.noWrap = false, false, false
 	s.modes.cursorHidden, s.modes.appCursor, s.modes.appKeypad = false, false, false
 	s.top, s.bot = 0, s.rows-1
-	s.setPen(Style{})
+	s.setPen(style{})
 	s.charset, s.gl = [2]byte{'B', 'B'}, 0
 	s.saved[s.screenIndex()] = savedCursor{}
 }

@@ -125,54 +125,54 @@ func (g *grid) isBlank(y, x0, x1 int, st uint16) bool {
 	return true
 }
 
-// Style is how a cell is drawn: colours and attributes.
-type Style struct {
-	Fg, Bg, Ul Color // foreground, background, underline colour
-	Attrs      Attr
+// style is how a cell is drawn: colours and attributes.
+type style struct {
+	Fg, Bg, Ul color // foreground, background, underline colour
+	Attrs      attr
 }
 
-// Color is a terminal colour: zero is the default, else its kind in the
+// color is a terminal colour: zero is the default, else its kind in the
 // top byte (palette or RGB) and its value below.
-type Color uint32
+type color uint32
 
 const (
-	colorIndexed Color = 1 << 24 // low byte: a palette entry 0..255
-	colorRGB     Color = 2 << 24 // low 24 bits: 0xRRGGBB
+	colorIndexed color = 1 << 24 // low byte: a palette entry 0..255
+	colorRGB     color = 2 << 24 // low 24 bits: 0xRRGGBB
 )
 
-// Indexed returns palette colour i (0..255).
-func Indexed(i uint8) Color { return colorIndexed | Color(i) }
+// indexed returns palette colour i (0..255).
+func indexed(i uint8) color { return colorIndexed | color(i) }
 
-// RGB returns a direct colour.
-func RGB(r, g, b uint8) Color { return colorRGB | Color(r)<<16 | Color(g)<<8 | Color(b) }
+// rgb returns a direct colour.
+func rgb(r, g, b uint8) color { return colorRGB | color(r)<<16 | color(g)<<8 | color(b) }
 
-// Attr is a set of text attributes.
-type Attr uint16
+// attr is a set of text attributes.
+type attr uint16
 
 // The attributes SGR sets. Underline styles take the three bits of
 // AttrUnderlineMask: 1 single, 2 double, 3 curly, 4 dotted, 5 dashed.
 const (
-	AttrBold Attr = 1 << iota
-	AttrDim
-	AttrItalic
-	AttrBlink
-	AttrReverse
-	AttrHidden
-	AttrStrike
-	AttrOverline
+	attrBold attr = 1 << iota
+	attrDim
+	attrItalic
+	attrBlink
+	attrReverse
+	attrHidden
+	attrStrike
+	attrOverline
 	attrUnderline0
 	attrUnderline1
 	attrUnderline2
-	AttrUnderlineMask = attrUnderline0 | attrUnderline1 | attrUnderline2
+	attrUnderlineMask = attrUnderline0 | attrUnderline1 | attrUnderline2
 	underlineShift    = 8
 )
 
 // Underline returns the underline style: 0 none, 1 single, 2 double,
 // 3 curly, 4 dotted, 5 dashed.
-func (a Attr) Underline() int { return int(a&AttrUnderlineMask) >> underlineShift }
+func (a attr) Underline() int { return int(a&attrUnderlineMask) >> underlineShift }
 
-func (a Attr) withUnderline(u int) Attr {
-	return a&^AttrUnderlineMask | Attr(min(u, 5)<<underlineShift)&AttrUnderlineMask
+func (a attr) withUnderline(u int) attr {
+	return a&^attrUnderlineMask | attr(min(u, 5)<<underlineShift)&attrUnderlineMask
 }
 
 // Bounds of the per-screen tables: past its bound a table is rebuilt from
@@ -188,23 +188,23 @@ const (
 // tables are a screen's styles and clusters.
 type tables struct {
 	limit     int     // the bound of each table
-	styles    []Style // [0] is the default style
-	styleIdx  map[Style]uint16
+	styles    []style // [0] is the default style
+	styleIdx  map[style]uint16
 	clusters  []string
 	clusterIx map[string]int32
 }
 
-func (t *tables) style(i uint16) Style {
+func (t *tables) style(i uint16) style {
 	if int(i) < len(t.styles) {
 		return t.styles[i]
 	}
-	return Style{}
+	return style{}
 }
 
 // intern returns the index of s, adding it if new; ok is false when the
 // table is full (the caller compacts and tries again).
-func (t *tables) intern(s Style) (uint16, bool) {
-	if s == (Style{}) {
+func (t *tables) intern(s style) (uint16, bool) {
+	if s == (style{}) {
 		return 0, true
 	}
 	if i, ok := t.styleIdx[s]; ok {
@@ -214,9 +214,9 @@ func (t *tables) intern(s Style) (uint16, bool) {
 		return 0, false
 	}
 	if t.styleIdx == nil {
-		t.styleIdx = map[Style]uint16{}
+		t.styleIdx = map[style]uint16{}
 		if len(t.styles) == 0 {
-			t.styles = append(t.styles, Style{})
+			t.styles = append(t.styles, style{})
 		}
 	}
 	i := uint16(len(t.styles))

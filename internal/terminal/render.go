@@ -67,11 +67,11 @@ func (s *Screen) appendRowANSI(b []byte, y int, trim bool) []byte {
 	row := s.g.rows[y]
 	end := len(row)
 	if trim {
-		for end > 0 && row[end-1].r == 0 && s.style(row[end-1].st).Bg == 0 && s.style(row[end-1].st).Attrs&(AttrReverse|AttrUnderlineMask|AttrStrike|AttrOverline) == 0 {
+		for end > 0 && row[end-1].r == 0 && s.style(row[end-1].st).Bg == 0 && s.style(row[end-1].st).Attrs&(attrReverse|attrUnderlineMask|attrStrike|attrOverline) == 0 {
 			end--
 		}
 	}
-	var pen Style
+	var pen style
 	for x, c := range row[:end] {
 		// A half of a wide character whose other half was overwritten is
 		// drawn as a blank, so the columns after it stay in place.
@@ -87,7 +87,7 @@ func (s *Screen) appendRowANSI(b []byte, y int, trim bool) []byte {
 			b = s.text(b, c)
 		}
 	}
-	return appendSGR(b, pen, Style{})
+	return appendSGR(b, pen, style{})
 }
 
 // Snapshot is the screen as the API shows it.
@@ -169,7 +169,7 @@ func (s *Screen) Redraw(b []byte) []byte {
 		y -= s.top
 	}
 	b = csiAppend(b, 'H', y+1, min(s.x, s.cols-1)+1)
-	b = appendSGR(b, Style{}, s.pen)
+	b = appendSGR(b, style{}, s.pen)
 	if s.charset[0] == '0' {
 		b = append(b, "\x1b(0"...)
 	}
@@ -191,7 +191,7 @@ func (s *Screen) paint(b []byte, g *grid, saved savedCursor) []byte {
 	s.g = cur
 	if saved.set {
 		b = csiAppend(b, 'H', saved.y+1, min(saved.x, s.cols-1)+1)
-		b = appendSGR(b, Style{}, saved.pen)
+		b = appendSGR(b, style{}, saved.pen)
 		b = append(b, "\x1b7\x1b[0m"...)
 	}
 	return b

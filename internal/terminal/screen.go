@@ -25,7 +25,7 @@ type Screen struct {
 	tables
 
 	x, y     int // the cursor; x == cols after the last column is written (the next character wraps)
-	pen      Style
+	pen      style
 	penIdx   int32 // pen's index in styles, -1 until a character needs it
 	saved    [2]savedCursor
 	top, bot int // the scroll region, rows top..bot
@@ -54,7 +54,7 @@ type Screen struct {
 type savedCursor struct {
 	set     bool
 	x, y    int
-	pen     Style
+	pen     style
 	origin  bool
 	charset [2]byte
 	gl      int
@@ -102,7 +102,7 @@ func (s *Screen) reset(size Size) {
 	s.alt, s.g = nil, s.main
 	s.tables = tables{limit: tableLimit(size)}
 	s.x, s.y = 0, 0
-	s.pen, s.penIdx = Style{}, 0
+	s.pen, s.penIdx = style{}, 0
 	s.saved = [2]savedCursor{}
 	s.top, s.bot = 0, s.rows-1
 	s.modes = modes{}
@@ -268,7 +268,7 @@ func (s *Screen) penStyle() uint16 {
 
 // eraseStyle is the style erased cells get: the pen's background only.
 func (s *Screen) eraseStyle() uint16 {
-	st := Style{Bg: s.pen.Bg}
+	st := style{Bg: s.pen.Bg}
 	i, ok := s.intern(st)
 	if !ok {
 		s.compact()
@@ -278,7 +278,7 @@ func (s *Screen) eraseStyle() uint16 {
 }
 
 // setPen changes the pen; its index is found when next needed.
-func (s *Screen) setPen(p Style) {
+func (s *Screen) setPen(p style) {
 	if p != s.pen {
 		s.pen, s.penIdx = p, -1
 	}

@@ -10,19 +10,19 @@ import (
 func (s *Screen) sgr(params ansi.Params) {
 	pen := s.pen
 	if len(params) == 0 {
-		pen = Style{}
+		pen = style{}
 	}
 	for i := 0; i < len(params); i++ {
 		v := params[i].Param(0)
 		switch {
 		case v == 0:
-			pen = Style{}
+			pen = style{}
 		case v == 1:
-			pen.Attrs |= AttrBold
+			pen.Attrs |= attrBold
 		case v == 2:
-			pen.Attrs |= AttrDim
+			pen.Attrs |= attrDim
 		case v == 3:
-			pen.Attrs |= AttrItalic
+			pen.Attrs |= attrItalic
 		case v == 4:
 			u := 1
 			if params[i].HasMore() && i+1 < len(params) { // 4:n picks the style
@@ -31,53 +31,53 @@ func (s *Screen) sgr(params ansi.Params) {
 			}
 			pen.Attrs = pen.Attrs.withUnderline(u)
 		case v == 5 || v == 6:
-			pen.Attrs |= AttrBlink
+			pen.Attrs |= attrBlink
 		case v == 7:
-			pen.Attrs |= AttrReverse
+			pen.Attrs |= attrReverse
 		case v == 8:
-			pen.Attrs |= AttrHidden
+			pen.Attrs |= attrHidden
 		case v == 9:
-			pen.Attrs |= AttrStrike
+			pen.Attrs |= attrStrike
 		case v == 21:
 			pen.Attrs = pen.Attrs.withUnderline(2)
 		case v == 22:
-			pen.Attrs &^= AttrBold | AttrDim
+			pen.Attrs &^= attrBold | attrDim
 		case v == 23:
-			pen.Attrs &^= AttrItalic
+			pen.Attrs &^= attrItalic
 		case v == 24:
 			pen.Attrs = pen.Attrs.withUnderline(0)
 		case v == 25:
-			pen.Attrs &^= AttrBlink
+			pen.Attrs &^= attrBlink
 		case v == 27:
-			pen.Attrs &^= AttrReverse
+			pen.Attrs &^= attrReverse
 		case v == 28:
-			pen.Attrs &^= AttrHidden
+			pen.Attrs &^= attrHidden
 		case v == 29:
-			pen.Attrs &^= AttrStrike
+			pen.Attrs &^= attrStrike
 		case v >= 30 && v <= 37:
-			pen.Fg = Indexed(uint8(v - 30))
+			pen.Fg = indexed(uint8(v - 30))
 		case v == 38:
 			pen.Fg, i = extColor(params, i, pen.Fg)
 		case v == 39:
 			pen.Fg = 0
 		case v >= 40 && v <= 47:
-			pen.Bg = Indexed(uint8(v - 40))
+			pen.Bg = indexed(uint8(v - 40))
 		case v == 48:
 			pen.Bg, i = extColor(params, i, pen.Bg)
 		case v == 49:
 			pen.Bg = 0
 		case v == 53:
-			pen.Attrs |= AttrOverline
+			pen.Attrs |= attrOverline
 		case v == 55:
-			pen.Attrs &^= AttrOverline
+			pen.Attrs &^= attrOverline
 		case v == 58:
 			pen.Ul, i = extColor(params, i, pen.Ul)
 		case v == 59:
 			pen.Ul = 0
 		case v >= 90 && v <= 97:
-			pen.Fg = Indexed(uint8(v - 90 + 8))
+			pen.Fg = indexed(uint8(v - 90 + 8))
 		case v >= 100 && v <= 107:
-			pen.Bg = Indexed(uint8(v - 100 + 8))
+			pen.Bg = indexed(uint8(v - 100 + 8))
 		}
 	}
 	s.setPen(pen)
@@ -87,7 +87,7 @@ func (s *Screen) sgr(params ansi.Params) {
 // form (38;5;n and 38;2;r;g;b, or with colons, 38:2::r:g:b), and returns it
 // with the index of the last parameter it used. A malformed one leaves
 // the colour as it was.
-func extColor(params ansi.Params, i int, old Color) (Color, int) {
+func extColor(params ansi.Params, i int, old color) (color, int) {
 	if i+1 >= len(params) {
 		return old, i
 	}
@@ -102,7 +102,7 @@ func extColor(params ansi.Params, i int, old Color) (Color, int) {
 		if n < 0 || n > 255 {
 			return old, i + 2
 		}
-		return Indexed(uint8(n)), i + 2
+		return indexed(uint8(n)), i + 2
 	case 2:
 		j := i + 2
 		// 38:2:cs:r:g:b carries a colour space id before r; count the
@@ -120,7 +120,7 @@ func extColor(params ansi.Params, i int, old Color) (Color, int) {
 			return old, len(params)
 		}
 		c := func(k int) uint8 { return uint8(max(0, min(params[k].Param(0), 255))) }
-		return RGB(c(j), c(j+1), c(j+2)), j + 2
+		return rgb(c(j), c(j+1), c(j+2)), j + 2
 	}
 	return old, i + 1
 }
@@ -128,7 +128,7 @@ func extColor(params ansi.Params, i int, old Color) (Color, int) {
 // appendSGR appends the sequence that switches a terminal from style from
 // to style to (nothing when they are the same). It starts from a reset
 // when an attribute has to be turned off, which keeps it short and sure.
-func appendSGR(b []byte, from, to Style) []byte {
+func appendSGR(b []byte, from, to style) []byte {
 	if from == to {
 		return b
 	}
@@ -136,7 +136,7 @@ func appendSGR(b []byte, from, to Style) []byte {
 	start := len(b)
 	if from.Attrs&^to.Attrs != 0 || from.Fg != 0 && to.Fg == 0 || from.Bg != 0 && to.Bg == 0 || from.Ul != 0 && to.Ul == 0 {
 		b = append(b, '0')
-		from = Style{}
+		from = style{}
 	}
 	add := func(s string) {
 		if len(b) > start {
@@ -145,10 +145,10 @@ func appendSGR(b []byte, from, to Style) []byte {
 		b = append(b, s...)
 	}
 	attrs := []struct {
-		a   Attr
+		a   attr
 		sgr string
-	}{{AttrBold, "1"}, {AttrDim, "2"}, {AttrItalic, "3"}, {AttrBlink, "5"}, {AttrReverse, "7"},
-		{AttrHidden, "8"}, {AttrStrike, "9"}, {AttrOverline, "53"}}
+	}{{attrBold, "1"}, {attrDim, "2"}, {attrItalic, "3"}, {attrBlink, "5"}, {attrReverse, "7"},
+		{attrHidden, "8"}, {attrStrike, "9"}, {attrOverline, "53"}}
 	for _, at := range attrs {
 		if to.Attrs&at.a != 0 && from.Attrs&at.a == 0 {
 			add(at.sgr)
@@ -174,7 +174,7 @@ func appendSGR(b []byte, from, to Style) []byte {
 }
 
 // colorSGR is the SGR parameter text of a non-default colour.
-func colorSGR(c Color, base, bright int, ext string) string {
+func colorSGR(c color, base, bright int, ext string) string {
 	v := uint32(c & 0xffffff)
 	switch c &^ 0xffffff {
 	case colorIndexed:
