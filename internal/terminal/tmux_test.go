@@ -22,21 +22,22 @@ var tmuxSeq atomic.Int64
 type tmuxServer struct {
 	t    *testing.T
 	sock string
+	dir  string // TMUX_TMPDIR: the socket lives there, and goes with the test
 }
 
 // tmuxEnv is the environment of the tmux server and its panes: no user
-// config, no outer tmux, a UTF-8 locale.
-func tmuxEnv() []string {
+// config, no outer tmux, a UTF-8 locale, the socket in dir.
+func tmuxEnv(dir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "TMUX", "TMUX_PANE", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "HOME":
+		case "TMUX", "TMUX_PANE", "TMUX_TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "HOME":
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "TERM=xterm-256color", "HOME=/nonexistent")
+	return append(env, "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "TERM=xterm-256color", "HOME=/nonexistent", "TMUX_TMPDIR="+dir)
 }
 
 func newTmux(t *testing.T) *tmuxServer {
@@ -44,17 +45,17 @@ func newTmux(t *testing.T) *tmuxServer {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed")
 	}
-	m := &tmuxServer{t: t, sock: fmt.Sprintf("tend-test-%d-%d", os.Getpid(), tmuxSeq.Add(1))}
+	m := &tmuxServer{t: t, sock: fmt.Sprintf("tend-test-%d", tmuxSeq.Add(1)), dir: t.TempDir()}
 	t.Cleanup(func() {
 		// Only this test's server, by its socket.
-		_ = exec.Command("tmux", "-L", m.sock, "kill-server").Run()
+		_, _ = m.cmd("kill-server")
 	})
 	return m
 }
 
 func (m *tmuxServer) cmd(args ...string) (string, error) {
 	c := exec.Command("tmux", append([]string{"-L", m.sock, "-f", "/dev/null"}, args...)...)
-	c.Env = tmuxEnv()
+	c.Env = tmuxEnv(m.dir)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
