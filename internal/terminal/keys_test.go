@@ -32,8 +32,8 @@ func TestKeysMatchTmux(t *testing.T) {
 		if appCursor {
 			mode = "h"
 		}
-		m.start(name, Size{Cols: 80, Rows: 10}, fmt.Sprintf(`printf '\033[?1%s'; stty raw -echo; exec cat > %s`, mode, file))
-		time.Sleep(300 * time.Millisecond) // the mode and stty are in place
+		m.start(name, Size{Cols: 80, Rows: 10}, fmt.Sprintf(`printf '\033[?1%s'; stty raw -echo; printf ready; exec cat > %s`, mode, file))
+		m.stable(name, func(s string) bool { return strings.Contains(s, "ready") }) // the mode and stty are in place
 		var want []byte
 		for _, k := range keyNames {
 			m.must("send-keys", "-t", name, k)

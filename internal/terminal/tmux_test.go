@@ -165,16 +165,33 @@ func diffScreens(want, got string) string {
 // checkReplay feeds data to a Screen and to tmux and compares the two.
 func checkReplay(t *testing.T, m *tmuxServer, name string, size Size, data []byte) {
 	t.Helper()
-	want, wx, wy := m.replay(name, size, data)
 	s := NewScreen(size)
 	s.Feed(data)
-	got := s.Text()
-	if d := diffScreens(want, got); d != "" {
-		t.Errorf("%s: screens differ:\n%s", name, d)
+	if d := m.compareReplay(name, size, data, s); d != "" {
+		t.Errorf("%s: %s", name, d)
 	}
-	if x, y := s.Cursor(); x != wx || y != wy {
-		t.Errorf("%s: cursor at %d,%d, tmux has %d,%d", name, x, y, wx, wy)
+}
+
+// compareReplay replays data in tmux and compares the pane with s: "" if
+// they agree, else how they differ. A difference must last (tmux may
+// settle late on a busy machine).
+func (m *tmuxServer) compareReplay(name string, size Size, data []byte, s *Screen) string {
+	m.t.Helper()
+	want, wx, wy := m.replay(name, size, data)
+	var d string
+	for range 5 {
+		d = diffScreens(want, s.Text())
+		if x, y := s.Cursor(); d == "" && (x != wx || y != wy) {
+			d = fmt.Sprintf("cursor at %d,%d, tmux has %d,%d", x, y, wx, wy)
+		}
+		if d == "" {
+			return ""
+		}
+		time.Sleep(300 * time.Millisecond)
+		want = m.capture(name)
+		wx, wy = m.cursor(name)
 	}
+	return "screens differ from tmux:\n" + d
 }
 
 // stress are byte sequences that exercise the emulator's corners.
