@@ -236,7 +236,8 @@ func TestBashMatchesTmux(t *testing.T) {
 		{keys: []string{"Up", "Enter"}, want: "line3\n$ for"},
 		{text: "echo abXc", keys: []string{"Left", "BSpace", "Enter"}, want: "\nabc\n"},
 		{text: `printf '\e[31mred\e[0m 中文 😀 e\xcc\x81\n'`, keys: []string{"Enter"}, want: "red 中文"},
-		{text: "sleep 10", keys: []string{"C-c"}, want: "^C"},
+		{text: "sleep 10", want: "$ sleep 10"}, // typed first: C-c is a signal, which does not wait for bash to read the text
+		{keys: []string{"C-c"}, want: "^C"},
 		{text: "seq 1 40", keys: []string{"Enter"}, want: "40\n$"},
 		{text: "echo done", keys: []string{"C-a", "C-k"}, want: "$"},
 		{text: "clear", keys: []string{"Enter"}, want: "$"},
