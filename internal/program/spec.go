@@ -74,6 +74,10 @@ type Spec struct {
 	TurnIdleAfter time.Duration // silence after which an agent is idle; default 10s
 	TurnGrace     time.Duration // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
 	User, Group   string        // run as this account (tend must be root)
+	// Tty runs each run in a pseudo-terminal tend holds (docs/terminal.md),
+	// TtyCols x TtyRows until a client resizes it (default 120x40).
+	Tty              bool
+	TtyCols, TtyRows int
 
 	Restart      string        // RestartAlways | RestartOnFailure | RestartNever
 	Autostart    bool          // start with the daemon (default true)

@@ -136,6 +136,7 @@ type Status struct {
 	Processes     []Process `json:"processes"`
 	Truncated     bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
 	Tracking      string    `json:"tracking"`
+	TTY           *TTY      `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
 	ComputedAt    Time      `json:"computed_at"`
 }
 
