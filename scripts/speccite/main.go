@@ -59,7 +59,7 @@ type anchor struct {
 var anchors = []anchor{
 	{3, regexp.MustCompile(`(?i)\brows?\b`), "#the-four-rows"},
 	{3, regexp.MustCompile(`daemon_resources`), "#daemon-resources"},
-	{3, regexp.MustCompile(`(?i)restart polic`), "#restart-policies"},
+	{3, regexp.MustCompile(`(?i)restart policies`), "#restart-policies"},
 	{3, regexp.MustCompile(`(?i)likely[ _]cause`), "#likely-causes"},
 	{3, regexp.MustCompile(`(?i)backoff`), "#the-crash-backoff"},
 	{5, regexp.MustCompile(`(?i)kinds`), "#kinds"},
@@ -100,6 +100,8 @@ var phrases = []phrase{
 	{regexp.MustCompile(`\bSPEC 3 row 4 as amended`), ref(3, "#the-crash-backoff") + ", row 4"},
 	{regexp.MustCompile(`\bSPEC 12's fallback`), ref(12, "#without-cgroups")},
 	{regexp.MustCompile(`\bSPEC 7, last paragraph`), ref(7, "#tend-under-systemd")},
+	{regexp.MustCompile(`\bSPEC 3, daemon_resources`), ref(3, "#daemon-resources")},
+	{regexp.MustCompile(`\bSPEC (\d+) (rows? )`), "SPEC $1, $2"},
 	{regexp.MustCompile(`\bSPEC (defaults?)\b`), "documented $1 (" + ref(2, "") + ")"},
 	{regexp.MustCompile(`\ba SPEC change\b`), "a change to that behaviour"},
 	{regexp.MustCompile(`\bSPEC section (\d+)`), "SPEC $1"},
