@@ -183,7 +183,7 @@ func sessionOf(pid int) (int, bool) {
 }
 
 // TestStopWaitsForAProcessSlowToDie: tend stop returns only once every
-// process of the run is gone (SPEC 8), also one the kernel takes a while to
+// process of the run is gone (docs/cli.md#verbs-that-wait), also one the kernel takes a while to
 // end: it ignores SIGTERM, so the kill that follows its leader's exit ends
 // it, and it holds memory the kernel must free as it exits. Five stops in a
 // row, each checked the moment the stop's answer arrives.

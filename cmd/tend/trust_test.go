@@ -202,7 +202,7 @@ func TestAnInheritedDescriptorDoesNotReachARun(t *testing.T) {
 }
 
 // autoTree is the cgroup tree a daemon with `cgroup = "auto"` makes for
-// stateDir below this test's own group (SPEC 12), or "" without cgroup2.
+// stateDir below this test's own group (docs/containment.md), or "" without cgroup2.
 func autoTree(stateDir string) string {
 	mount, own := testutil.Cgroup2Mount(), cgroupOf(os.Getpid())
 	if mount == "" || own == "" {

@@ -13,7 +13,7 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// Turn-aware stop (issue 13, SPEC 13) against a real daemon: agents that
+// Turn-aware stop (issue 13, docs/operations.md#turn-aware-stop) against a real daemon: agents that
 // report their turns with systemd-notify, each held in its turn by a gate
 // file (GATES/K for instance K) the test opens.
 

@@ -20,7 +20,7 @@ type Backend interface {
 	Status(sel string) ([]program.Status, error)
 	// Add registers and (if autostart) starts a program; it returns its ids.
 	// source is the request body it was parsed from, kept so the program
-	// outlives a daemon restart (SPEC 10).
+	// outlives a daemon restart (docs/daemon.md#after-a-crash).
 	Add(spec program.Spec, source []byte) ([]string, error)
 	// Remove stops every instance of the program and forgets it.
 	Remove(ctx context.Context, name string) error

@@ -7,7 +7,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// The defaults of SPEC section 2, in one place. A key a program and
+// The defaults of docs/config.md, in one place. A key a program and
 // [defaults] both omit takes its value from here.
 
 const (
@@ -29,7 +29,7 @@ func defaultDaemon() program.Daemon {
 	}
 }
 
-// defaultSpec is a program with every key at its SPEC default; Name, Command
+// defaultSpec is a program with every key at its documented default (docs/config.md); Name, Command
 // and Shell are the caller's to set, Cwd still needs resolving.
 func defaultSpec() program.Spec {
 	return program.Spec{

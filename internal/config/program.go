@@ -89,7 +89,7 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 }
 
 // envFile reads env_file and puts its variables under env's: the file is
-// read now, so a missing or malformed one stops the load (SPEC 13), and a
+// read now, so a missing or malformed one stops the load (docs/operations.md#env_file), and a
 // reload reads it again.
 func (d *programDecoder) envFile(v view, s *program.Spec) {
 	p, ok := d.setString(v, "env_file", &s.EnvFile)
@@ -171,7 +171,7 @@ func (d *programDecoder) lifecycle(v view, s *program.Spec) {
 	d.setDuration(v, "stop_grace", &s.StopGrace, orZero)
 }
 
-// crashes reads the crash backoff and the clean-exit budget (SPEC 3 rows 3, 4).
+// crashes reads the crash backoff and the clean-exit budget (docs/restarts.md#the-four-rows, rows 3, 4).
 func (d *programDecoder) crashes(v view, s *program.Spec) {
 	d.setDuration(v, "backoff_initial", &s.BackoffInitial, orZero)
 	d.setDuration(v, "backoff_max", &s.BackoffMax, orZero)

@@ -17,7 +17,7 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// Containment (SPEC 12), against the real cgroup2 hierarchy where this
+// Containment (docs/containment.md), against the real cgroup2 hierarchy where this
 // machine has one (as root, a directory handed to tend as daemon.cgroup),
 // and in the fallback without cgroups.
 

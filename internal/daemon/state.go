@@ -9,7 +9,7 @@ import (
 	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// state is what the daemon holds open in its state directory (SPEC 14):
+// state is what the daemon holds open in its state directory (docs/trust.md#state-directory):
 // the directory and its subdirectories, each checked (tend's own, not
 // writable by others, not a symlink) and held by descriptor, so that every
 // file in them is opened relative to it without following a symlink; and
@@ -60,7 +60,7 @@ func (s *state) Close() {
 	}
 }
 
-// prepareProcess marks what the daemon inherited close-on-exec (SPEC 14):
+// prepareProcess marks what the daemon inherited close-on-exec (docs/trust.md#descriptors):
 // nothing it was started with reaches a run. First thing in Run.
 func prepareProcess(opts Options) {
 	if err := limits.CloseOnExecInherited(); err != nil && opts.Stderr != nil {

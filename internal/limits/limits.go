@@ -1,5 +1,5 @@
 // Package limits sets up what the daemon inherits from whoever started it
-// (SPEC 14): descriptors it was handed are made close-on-exec, so none of
+// (docs/trust.md): descriptors it was handed are made close-on-exec, so none of
 // them leaks into a run, and its RLIMIT_NOFILE is raised to what the fleet
 // needs, while runs keep the limit tend itself was started with.
 //

@@ -12,6 +12,6 @@ var (
 	ErrStopping  = errors.New("daemon is shutting down")     // API 503
 	// ErrResources marks a spawn that failed for want of the daemon's own
 	// resources (a cgroup it could not make, descriptors, memory): the
-	// daemon_resources rule of SPEC 3, never the program's crash.
+	// daemon_resources rule of docs/restarts.md#daemon-resources, never the program's crash.
 	ErrResources = errors.New("the daemon is short of resources")
 )

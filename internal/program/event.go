@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Event kinds (SPEC 5); Kinds lists them.
+// Event kinds (docs/events.md#kinds); Kinds lists them.
 const (
 	KindSpawned        = "spawned"
 	KindSpawnFailed    = "spawn_failed"
@@ -155,7 +155,7 @@ type (
 		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
 		// With PhaseStarted: how runs are tracked (TrackingCgroup, or
 		// TrackingGroup when cgroups are not used) and why, or what the
-		// cgroups lack (SPEC 5, 12).
+		// cgroups lack (docs/events.md, docs/containment.md).
 		Tracking    string `json:"tracking,omitempty"`
 		TrackingWhy string `json:"tracking_why,omitempty"`
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// NamePattern is the pattern every program name must match (SPEC 1):
+// NamePattern is the pattern every program name must match (docs/README.md#words):
 // ^[a-z0-9][a-z0-9_.-]{0,62}$. It is matched by hand: compiling it as a
 // regexp at init took a third of a millisecond of every tend exec, CLI
 // verbs included (name_test.go checks it against the regexp).
@@ -45,7 +45,7 @@ func ValidName(name string) bool { return name != "all" && NamePattern.MatchStri
 // API, the state kept across daemons), this is its limit.
 const MaxInstances = 10000
 
-// Restart policies (SPEC 2, 3).
+// Restart policies (docs/config.md, docs/restarts.md#restart-policies).
 const (
 	RestartAlways    = "always"     // every end of a run restarts
 	RestartOnFailure = "on-failure" // clean exits end the instance as exited
@@ -102,7 +102,7 @@ type Spec struct {
 
 	RSSExitCode   int           // default 12
 	MaxRSS        int64         // bytes; 0 = no memory watchdog
-	MemoryMax     int64         // bytes; the run's cgroup memory.max (SPEC 12); 0 = no limit
+	MemoryMax     int64         // bytes; the run's cgroup memory.max (docs/containment.md#memory); 0 = no limit
 	RSSBackoff    time.Duration // default 30s
 	RSSLoopBudget int           // default 3
 	RSSLoopWindow time.Duration // default 10m
@@ -148,7 +148,7 @@ func (s *Spec) Argv() []string {
 	return s.Command
 }
 
-// IsCleanCode reports whether code counts as a clean exit (row 3 of SPEC 3).
+// IsCleanCode reports whether code counts as a clean exit (row 3 of docs/restarts.md#the-four-rows).
 func (s *Spec) IsCleanCode(code int) bool { return contains(s.CleanExitCodes, code) }
 
 // IsFatalCode reports whether code means "do not restart".
@@ -163,7 +163,7 @@ func contains(list []int, v int) bool {
 	return false
 }
 
-// Cgroup modes of [daemon] cgroup besides a directory (SPEC 12).
+// Cgroup modes of [daemon] cgroup besides a directory (docs/containment.md#the-cgroup-setting).
 const (
 	CgroupAuto = "auto" // use cgroup v2 where tend may create groups below its own
 	CgroupOff  = "off"  // never: process groups and trees only

@@ -16,7 +16,7 @@ import (
 )
 
 // Runs get the descriptor limit tend was started with, not the one it
-// raised for a big fleet (SPEC 14). The limit is process-wide, so the test
+// raised for a big fleet (docs/trust.md#limits). The limit is process-wide, so the test
 // runs in a re-executed copy of this binary.
 func TestRunsGetTheLimitTendWasStartedWith(t *testing.T) {
 	if os.Getenv("TEND_LIMITS_CHILD") == "" {

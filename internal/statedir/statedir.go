@@ -1,5 +1,5 @@
 // Package statedir opens tend's state directory and the files in it without
-// ever following a symlink (SPEC 14). tend often runs as root, and a state
+// ever following a symlink (docs/trust.md#state-directory). tend often runs as root, and a state
 // directory may sit in a folder others can write (a shared project, a
 // scratch area): whoever can plant "tend.lock -> /etc/shadow" there must not
 // make tend truncate the target, nor a log symlinked to a dotfile collect a

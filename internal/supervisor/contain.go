@@ -15,7 +15,7 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 )
 
-// Containment (SPEC 12): a run is every process it starts. With cgroups
+// Containment (docs/containment.md): a run is every process it starts. With cgroups
 // each instance has a group of its own, NAME-K below the daemon's tree: a
 // run is placed in it at fork, a stop signals every member and kills the
 // group after stop_grace, and a run has ended only once its group is empty

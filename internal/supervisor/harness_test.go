@@ -157,7 +157,7 @@ func (h *harness) dump() string {
 	return b.String()
 }
 
-// spec is a program at SPEC defaults with test-sized timings.
+// spec is a program at documented defaults (docs/config.md) with test-sized timings.
 func spec(name string, argv ...string) program.Spec {
 	return program.Spec{
 		Name: name, Command: argv, Cwd: os.TempDir(), Instances: 1, Restart: program.RestartAlways,

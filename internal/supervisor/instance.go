@@ -54,7 +54,7 @@ type Deps struct {
 	// cannot enter the 0700 state directory.
 	NotifyDir, ShortDir string
 	// Cgroups is the daemon's cgroup tree: each instance gets a group in
-	// it (SPEC 12). Nil: no cgroups, runs are tracked by process group and
+	// it (docs/containment.md). Nil: no cgroups, runs are tracked by process group and
 	// tree.
 	Cgroups *cgroup.Tree
 	// Record is told of every run put in place (and pid 0 when none is), so
@@ -278,7 +278,7 @@ func (in *Instance) start() {
 }
 
 // end asks the current run to stop for an operator's intent: at once, or
-// once the agent's turn ends (turn_grace, SPEC 13) unless now.
+// once the agent's turn ends (turn_grace, docs/operations.md#turn-aware-stop) unless now.
 func (in *Instance) end(intent restart.Intent, now bool) {
 	r := in.cur
 	if !r.signalled && !now && in.startTurnWait(intent) {
@@ -460,7 +460,7 @@ func (in *Instance) finish(st reaper.Status) {
 }
 
 // ended applies the restart policy to one end of a run and acts on it, with
-// the events in SPEC 11's order: exited, health_warn, backoff or gave_up.
+// the events in docs/events.md's order: exited, health_warn, backoff or gave_up.
 func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	if in.removing {
 		intent = restart.IntentStop
