@@ -2,7 +2,7 @@
 # The VM lane: tend under a real systemd (PID 1) with a real memory
 # controller (pure cgroup v2), which the development machines cannot give.
 #
-#   scripts/vm-test.sh [-run PATTERN] [-v]
+#   scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v]
 #
 # Builds a Debian bookworm root filesystem once with debootstrap (cached in
 # ${XDG_CACHE_HOME:-~/.cache}/tend-vm, keyed by what goes into it), then per
@@ -27,7 +27,7 @@ BOOT_TIMEOUT=${TEND_VM_BOOT_TIMEOUT:-420}    # qemu start to the guest runner's 
 TEST_TIMEOUT=${TEND_VM_TEST_TIMEOUT:-720}    # the runner's first line to its results
 ACCEL=${TEND_VM_ACCEL:-auto}                 # auto (kvm, else tcg) | kvm | tcg
 MEM=${TEND_VM_MEM:-1536}                     # MiB of guest memory
-CACHE=${TEND_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tend-vm}
+CACHE=${TEND_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tend-vm}
 
 SUITE=bookworm
 # What the guest needs: systemd as PID 1, a kernel with its initrd, udev and
@@ -35,20 +35,30 @@ SUITE=bookworm
 PACKAGES=(systemd systemd-sysv udev kmod procps linux-image-amd64 initramfs-tools)
 
 run_pattern=.
+skip_pattern=
 verbose=0
-usage() { echo "usage: scripts/vm-test.sh [-run PATTERN] [-v]  (see test/vm/README.md)" >&2; exit 2; }
+usage() { echo "usage: scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v]  (see test/vm/README.md)" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-run | --run) [ $# -ge 2 ] || usage; run_pattern=$2; shift 2 ;;
 	-run=* | --run=*) run_pattern=${1#*=}; shift ;;
+	-skip | --skip) [ $# -ge 2 ] || usage; skip_pattern=$2; shift 2 ;;
+	-skip=* | --skip=*) skip_pattern=${1#*=}; shift ;;
 	-v | --verbose) verbose=1; shift ;;
-	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) usage ;;
 	esac
 done
 
 say() { echo "vm-test: $*"; }
 die() { local code=$1; shift; echo "vm-test: $*" >&2; exit "$code"; }
+# die_console CODE MESSAGE: die, with the console's last lines after the verdict.
+die_console() {
+	echo "vm-test: $2" >&2
+	echo "vm-test: the console's last lines:" >&2
+	tail -n 25 "$run/console.log" | tr -d '\r' | sed 's/^/  | /' >&2
+	exit "$1"
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -221,6 +231,7 @@ fi
 install -m 0644 deploy/systemd/tend.service "$pay/tend.service"
 install -m 0755 test/vm/guest/run.sh "$pay/run.sh"
 printf '%s\n' "$run_pattern" >"$pay/run-pattern"
+printf '%s\n' "$skip_pattern" >"$pay/skip-pattern"
 # The tests' own bound, inside the runner's: a hung test still reports.
 printf '%ss\n' "$((TEST_TIMEOUT - 60))" >"$pay/test-timeout"
 mkfs.ext4 -q -F -L tend-vm-payload -d "$pay" "$run/payload.img" 256M
@@ -302,13 +313,11 @@ fi
 say "booting under $accel (bound ${BOOT_TIMEOUT}s)"
 rc=0
 wait_for "TEND-VM-BOOTED" "$BOOT_TIMEOUT" || rc=$?
-if [ "$rc" != 0 ]; then
-	tail -n 25 "$run/console.log" | tr -d '\r' | sed 's/^/  | /' >&2
-	case $rc in
-	1) die 4 "the guest did not boot: qemu exited ($(tail -n 1 "$run/qemu.log"))" ;;
-	*) die 4 "the guest did not boot within ${BOOT_TIMEOUT}s under $accel" ;;
-	esac
-fi
+case $rc in
+0) ;;
+1) die_console 4 "the guest did not boot: qemu exited ($(tail -n 1 "$run/qemu.log"))" ;;
+*) die_console 4 "the guest did not boot within ${BOOT_TIMEOUT}s under $accel" ;;
+esac
 t_booted=$(since "$t_boot")
 say "guest up in ${t_booted}s ($(grep -a -m1 -o 'TEND-VM-BOOTED.*' "$run/console.log" | tr -d '\r'))"
 
@@ -317,8 +326,7 @@ t_tests=$(now)
 rc=0
 wait_for "TEND-VM-END" "$TEST_TIMEOUT" || rc=$?
 if [ "$rc" = 2 ]; then
-	tail -n 25 "$run/console.log" | tr -d '\r' | sed 's/^/  | /' >&2
-	die 4 "the guest tests did not finish within ${TEST_TIMEOUT}s"
+	die_console 4 "the guest tests did not finish within ${TEST_TIMEOUT}s"
 fi
 # The guest powers off once its results are written; give it a moment.
 for _ in $(seq 1 60); do kill -0 "$qpid" 2>/dev/null || break; sleep 1; done
@@ -327,8 +335,7 @@ t_ran=$(since "$t_tests")
 
 tr -d '\000' <"$run/results.img" >"$run/results.txt"
 if ! grep -aq '^TEND-VM-END rc=' "$run/results.txt"; then
-	tail -n 25 "$run/console.log" | tr -d '\r' | sed 's/^/  | /' >&2
-	die 4 "the guest wrote no results (console log: $run/console.log)"
+	die_console 4 "the guest wrote no results"
 fi
 grep -av '^TEND-VM-END' "$run/results.txt"
 guest_rc=$(sed -n 's/^TEND-VM-END rc=\([0-9]*\).*/\1/p' "$run/results.txt" | tail -n 1)
@@ -342,5 +349,5 @@ if [ "$guest_rc" != 0 ] || [ "$failed" != 0 ]; then
 	exit 1
 fi
 if [ "$passed" = 0 ]; then
-	die 1 "no guest test ran (-run $run_pattern)"
+	die 1 "no guest test ran (-run '$run_pattern' -skip '$skip_pattern')"
 fi

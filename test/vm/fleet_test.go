@@ -158,6 +158,10 @@ func diagnose(t *testing.T) {
 		{"journalctl", "-u", unitName, "--no-pager", "-n", "60", "-o", "short-monotonic"},
 		{tendBin, "ps"},
 		{"systemd-cgls", "--no-pager", "/system.slice/" + unitName},
+		// What systemd's forked child said when it could not start tend
+		// (it logs with UNIT=, from outside the unit's cgroup).
+		{"journalctl", "-b", "--no-pager", "-n", "10", "-o", "short-monotonic", "UNIT=" + unitName, "_PID=1", "+", "UNIT=" + unitName, "-g", "attach|cgroup"},
+		{"cat", "/sys/fs/cgroup/system.slice/" + unitName + "/cgroup.subtree_control"},
 	} {
 		out, _ := run(c[0], c[1:]...)
 		t.Logf("$ %s\n%s", strings.Join(c, " "), out)

@@ -38,5 +38,5 @@ cd /usr/local/lib/tend-vm || finish 4
 # reported with its stack; this one bounds the rest.
 limit=$(cat "$payload/test-timeout")
 timeout --kill-after=10s "$((${limit%s} + 30))s" ./vm.test -test.v -test.timeout "$limit" \
-	-test.run "$(cat "$payload/run-pattern")" 2>&1 | tee -a "$out" >"$console"
+	-test.run "$(cat "$payload/run-pattern")" -test.skip "$(cat "$payload/skip-pattern")" 2>&1 | tee -a "$out" >"$console"
 finish "${PIPESTATUS[0]}"
