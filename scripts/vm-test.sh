@@ -221,7 +221,8 @@ ld="-X github.com/tend-sh/tend/internal/cli.Version"
 # Static binaries: the guest has no Go and may have another libc.
 if ! (
 	export CGO_ENABLED=0
-	go build -trimpath -ldflags "$ld=$version-vm" -o "$pay/tend" ./cmd/tend &&
+	go vet -tags vmtest ./test/vm &&
+		go build -trimpath -ldflags "$ld=$version-vm" -o "$pay/tend" ./cmd/tend &&
 		go build -trimpath -ldflags "$ld=$version-vm-next" -o "$pay/tend-next" ./cmd/tend &&
 		go test -c -tags vmtest -trimpath -o "$pay/vm.test" ./test/vm
 ) >"$run/build.log" 2>&1; then
