@@ -155,7 +155,7 @@ build_image() {
 	configure_tree "$tmp/tree"
 	cp "$tmp"/tree/boot/vmlinuz-* "$tmp/vmlinuz"
 	cp "$tmp"/tree/boot/initrd.img-* "$tmp/initrd.img"
-	mkfs.ext4 -q -F -L tend-vm-root -d "$tmp/tree" "$tmp/root.img" 3G
+	mkfs.ext4 -q -F -L tend-vm-root -d "$tmp/tree" "$tmp/root.img" 3G >/dev/null
 	rm -rf "$tmp/tree" "$tmp/debootstrap.log"
 	mv "$tmp" "$dir"
 	trap - EXIT
@@ -175,6 +175,8 @@ t_start=$(now)
 key=$( { echo "$SUITE ${PACKAGES[*]}"; declare -f configure_tree build_image; } | sha256sum | cut -c1-16)
 img=$CACHE/image-$key
 mkdir -p "$CACHE"
+# One builder at a time, and no image removed while a run boots it: the
+# lock is exclusive while the image is looked at or built, shared after.
 exec 9>"$CACHE/.lock"
 if ! flock -w "$BUILD_TIMEOUT" 9; then
 	die 4 "another vm-test.sh has held $CACHE/.lock for ${BUILD_TIMEOUT}s"
@@ -188,6 +190,7 @@ else
 	# Older images are of inputs that no longer apply.
 	find "$CACHE" -maxdepth 1 -name 'image-*' ! -name "image-$key" -exec rm -rf {} +
 fi
+flock -s 9
 t_image=$(since "$t_start")
 say "image: $image_note in ${t_image}s"
 
@@ -235,7 +238,7 @@ printf '%s\n' "$run_pattern" >"$pay/run-pattern"
 printf '%s\n' "$skip_pattern" >"$pay/skip-pattern"
 # The tests' own bound, inside the runner's: a hung test still reports.
 printf '%ss\n' "$((TEST_TIMEOUT - 60))" >"$pay/test-timeout"
-mkfs.ext4 -q -F -L tend-vm-payload -d "$pay" "$run/payload.img" 256M
+mkfs.ext4 -q -F -L tend-vm-payload -d "$pay" "$run/payload.img" 256M >/dev/null
 truncate -s 16M "$run/results.img"
 say "tend $version and the guest tests built in $(since "$t_build")s"
 
