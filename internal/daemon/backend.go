@@ -61,6 +61,7 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 		if err != nil {
 			return program.ActResult{}, err
 		}
+		b.d.intents.Sync() // what the operator decided is on disk before the answer
 		res := program.ActResult{IDs: make([]string, len(outs))}
 		for i, o := range outs {
 			res.IDs[i] = o.ID
@@ -83,7 +84,9 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 }
 
 func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
-	return b.d.scaleProgram(ctx, name, n)
+	ids, err := b.d.scaleProgram(ctx, name, n)
+	b.d.intents.Sync()
+	return ids, err
 }
 
 // Readiness counts the instances that should run: all but those the

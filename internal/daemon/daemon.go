@@ -89,9 +89,11 @@ type daemon struct {
 	metrics     *metrics.Metrics
 	trim        *trimmer                        // hands memory back after bursts
 	runs        *runs.File                      // runs.json, for the next daemon if this one dies
+	intents     *kept.Intents                   // intent.json: what the next daemon restores if this one dies
 	strays      sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
 	defaults    atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
 	started     atomic.Bool                     // the initial start of the fleet is done (readyz)
+	fleetUp     atomic.Bool                     // the fleet was added (its intent record taken up)
 	sd          *sdNotifier                     // tend's own service manager (systemd); nil without one
 	reloadMu    sync.Mutex                      // one reload's bookkeeping, add, rm or scale at a time
 	applyMu     sync.Mutex                      // one reload's Apply at a time
@@ -154,6 +156,14 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		st.Close()
 		return nil, err
 	}
+	intents, err := d.openIntents()
+	if err != nil {
+		d.closeCapture()
+		d.reaper.Stop()
+		d.log.Close()
+		st.Close()
+		return nil, err
+	}
 	publish := func(e program.Event) { d.log.Publish(e) }
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
@@ -163,9 +173,11 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
-		Record:   d.record,
+		Record:   d.record, Intents: d.intents,
 	}, d.broker.Forget)
+	d.mgr.SetIntents(intents)
 	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+		d.intents.Close()
 		d.closeCapture()
 		d.reaper.Stop()
 		d.log.Close()
@@ -207,12 +219,14 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid(), Tracking: d.tracking, TrackingWhy: d.trackingWhy}})
 	progs := slices.Concat(d.cfg.Programs, d.added) // the config's, then those added over the API
 	_, errs := d.mgr.AddAll(progs)
+	d.fleetUp.Store(true)
 	for i, err := range errs {
 		if err != nil {
 			d.note("adding %s: %v", progs[i].Name, err)
 		}
 	}
 	d.settleAdoptions()
+	d.settleIntents()
 	d.removeStaleGroups()
 	go func() { // the fleet starts a few at a time while this loop serves
 		if d.mgr.WaitStarted(ctx) == nil {
@@ -245,8 +259,12 @@ loop:
 	return errors.Join(err, d.stop())
 }
 
-// stop stops every instance, then everything else, in the reverse order of start.
+// stop stops every instance, then everything else, in the reverse order of
+// start. It is a clean stop: the intent record is frozen first (these stops
+// are not the operator's, and a daemon killed halfway restores the fleet
+// as it was) and removed at the end, so the next tend up starts afresh.
 func (d *daemon) stop() error {
+	d.intents.Freeze()
 	d.sd.stopping()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopping, PID: os.Getpid()}})
 	d.announceStop()
@@ -257,6 +275,11 @@ func (d *daemon) stop() error {
 	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)
 	d.runs.Close()
+	if !d.fleetUp.Load() {
+		d.intents.Close() // a start that failed before the fleet came: the record stands
+	} else if derr := d.intents.Discard(); derr != nil {
+		d.note("%v", derr)
+	}
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStopped, PID: os.Getpid()}})
 	select { // let the printer show the last lines
 	case <-d.printer:

@@ -224,9 +224,10 @@ func (in *Instance) park() bool {
 
 // letGo ends the creator's hold on a new instance (newInstance): from here
 // on puts start its loop, and one starts at once if something came
-// meanwhile (the exit of an adopted run that had just ended).
+// meanwhile (the exit of an adopted run that had just ended) or a timer
+// waits (a backoff restored from the intent record).
 func (in *Instance) letGo() {
-	if !in.park() {
+	if !in.idle() || !in.park() {
 		go in.loop()
 	}
 }
