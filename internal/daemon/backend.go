@@ -7,7 +7,6 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/broker"
-	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
@@ -143,7 +142,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
 	d.reloadMu.Lock()
-	cfg, defaults, err := config.LoadWithDefaults(d.cfg.File)
+	cfg, defaults, text, err := loadConfig(d.cfg.File, nil)
 	if err != nil {
 		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
@@ -153,6 +152,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 		return api.ReloadResult{}, err
 	}
 	d.defaults.Store(defaults)
+	d.cfgText = text
 	specs := d.reloadSpecs(cfg.Programs, defaults)
 	d.reloadMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())

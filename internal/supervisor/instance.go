@@ -117,6 +117,7 @@ type run struct {
 	signalled bool           // stop_signal sent; the escalation timer is armed
 	turnWait  time.Time      // an operator stop waits for the agent's turn to end until then
 	reaped    *reaper.Status // the leader was collected; with cgroups the run ends once its group is empty
+	adopted   bool           // an earlier daemon's run, held through a pidfd (not this process's child)
 }
 
 // Instance supervises one instance of a program. Other goroutines reach it
@@ -144,6 +145,8 @@ type Instance struct {
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
 	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
 	wakeArmed bool        // wake will fire: the loop must stay on for it
+	wakeAt    time.Time   // when, while wakeArmed
+	freezing  *freezeReq  // an upgrade asked the instance to hold still (upgrade.go)
 	waiters   []waiter    // commands waiting for the instance to get somewhere
 	removing  bool
 	adopted   bool      // took over a run of an earlier daemon at creation
@@ -193,6 +196,11 @@ func (in *Instance) loop() {
 		switch {
 		case !in.pending.empty():
 			in.deliver()
+		case in.freezing != nil: // once what came before is handled, hold
+			if in.takeMail(); in.pending.empty() {
+				in.holdFrozen()
+			}
+			continue
 		case in.idle() && in.park():
 			return
 		default:
@@ -337,7 +345,7 @@ func (in *Instance) onWake() {
 // and a thousand idle timers (and the waiter each adds to the loop's
 // select) would be memory for nothing.
 func (in *Instance) arm(d time.Duration) {
-	in.wakeArmed = true
+	in.wakeArmed, in.wakeAt = true, time.Now().Add(d)
 	if in.wake == nil {
 		in.wake = time.NewTimer(d)
 		return

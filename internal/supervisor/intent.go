@@ -64,6 +64,14 @@ const (
 	firstStop // the operator stopped it while its adopted run was being stopped
 )
 
+// firsts are the commands new instances start with.
+type firsts struct{ starts, stops []*Instance }
+
+func (f *firsts) add(o firsts) {
+	f.starts = append(f.starts, o.starts...)
+	f.stops = append(f.stops, o.stops...)
+}
+
 // restore takes up an instance's intent record r (ok: there is one), with
 // adopted saying whether its run was adopted, and says what it does first.
 //

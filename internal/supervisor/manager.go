@@ -29,6 +29,9 @@ type Manager struct {
 	adopt    map[string]Adoption    // runs of an earlier daemon not yet claimed, by instance id
 	adopted  int                    // runs taken over
 	intents  map[string]kept.Intent // the earlier daemon's intent record not yet claimed, by id
+	carried  Carried                // what an upgrade handed over, not yet claimed
+	// carriedRuns: runs taken over from the program this process was.
+	carriedRuns int
 }
 
 // group is one program's instances.
@@ -130,12 +133,22 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 		if m.mem != nil && g.spec.MaxRSS > 0 {
 			m.mem.add(in)
 		}
-		if a, ok := m.claimLocked(in.id); ok && in.adoptRun(a) {
+		a, adopt := m.claimLocked(in.id)
+		l, carried := m.claimLiveLocked(in.id)
+		if adopt && !carried && in.adoptRun(a) {
 			in.adopted = true
 			m.adopted++
 		}
 		r, ok := m.claimIntentLocked(in.id)
-		switch in.restore(r, ok, in.adopted) {
+		first := in.restore(r, ok, in.adopted || carried && l.Run != nil)
+		if carried { // an upgrade handed it over as it was: it goes on from there
+			first = firstNothing
+			if in.takeOver(l, m.carried.Take) {
+				in.adopted = true
+				m.carriedRuns++
+			}
+		}
+		switch first {
 		case firstStart:
 			todo.starts = append(todo.starts, in)
 		case firstStop:
@@ -146,14 +159,6 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 		g.insts = append(g.insts, in)
 	}
 	return todo
-}
-
-// firsts are the commands new instances start with.
-type firsts struct{ starts, stops []*Instance }
-
-func (f *firsts) add(o firsts) {
-	f.starts = append(f.starts, o.starts...)
-	f.stops = append(f.stops, o.stops...)
 }
 
 // Remove stops every instance of a program and forgets it, once they have
