@@ -11,6 +11,7 @@
 // that the daemon's pid did not change.
 //
 //	go run ./bench/upgrade [-n 1000] [-runs 5]
+//	go run ./bench/upgrade -report bench/upgrade/results/STAMP
 //
 // Results go to bench/upgrade/results/STAMP/ (results.json and
 // report.txt). The daemon runs in its own process group and is stopped
@@ -64,7 +65,21 @@ func main() {
 	flag.IntVar(&o.Settings.Programs, "n", 1000, "running programs")
 	flag.IntVar(&o.Settings.Runs, "runs", 5, "upgrades")
 	out := flag.String("out", "", "results directory (default bench/upgrade/results/STAMP)")
+	again := flag.String("report", "", "write the report of a stored run (its results directory) again, and print it")
 	flag.Parse()
+	if *again != "" {
+		if err := measure.ReadResults(*again, &o); err != nil {
+			fmt.Fprintln(os.Stderr, "upgrade:", err)
+			os.Exit(1)
+		}
+		rep := report(&o, filepath.Base(*again))
+		fmt.Print(string(rep))
+		if err := measure.WriteResults(*again, o, rep); err != nil {
+			fmt.Fprintln(os.Stderr, "upgrade:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(&o, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "upgrade:", err)
 		os.Exit(1)
@@ -303,7 +318,7 @@ func report(o *results, stamp string) []byte {
 	}
 	fmt.Fprintf(&b, "tend upgrade with %d running programs, %d upgrades (%s; %s, %s)\n", o.Settings.Programs, len(o.Upgrades), stamp, o.Source.Describe, o.Machine.Kernel)
 	row := func(name string, ds []time.Duration, target string) {
-		fmt.Fprintf(&b, "  %-38s p50 %-9v max %-9v %s\n", name, measure.Percentile(ds, 0.5).Round(time.Millisecond), measure.Percentile(ds, 1).Round(time.Millisecond), target)
+		fmt.Fprintf(&b, "  %-38s p50 %-9v max %-9v %s\n", name, measure.Percentile(ds, 50).Round(time.Millisecond), measure.Percentile(ds, 100).Round(time.Millisecond), target)
 	}
 	row("exec to serving again (the daemon's)", serving, "(target: 1 s)")
 	row("tend upgrade, as the client waits", trip, "")
