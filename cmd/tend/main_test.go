@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
 		"tend-flip": flipMain,
 		"tend-hog":  hogMain,
+		"tend-beat": beatMain,
 	})
 }
 

@@ -41,6 +41,10 @@ type Backend interface {
 	Reload() (ReloadResult, error)
 	// Shutdown begins stopping the daemon; it returns at once.
 	Shutdown()
+	// Upgrade re-executes the daemon in place (tend upgrade), calling
+	// handoff once it is about to exec. It returns only when the upgrade
+	// did not happen, with the reason (a *StatusError says the status).
+	Upgrade(ctx context.Context, handoff Handoff) error
 	// LogSources returns the captured output of the instances a selector
 	// names ("all", "name", "name:k"), sorted by id.
 	LogSources(sel string) ([]logfile.Source, error)

@@ -151,6 +151,7 @@ func (s *Server) eventBacklog(w http.ResponseWriter, r *http.Request, q *eventQu
 // this reader off, which it says with a last "cutoff" event.
 func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQuery) error {
 	rc := http.NewResponseController(w)
+	cut := s.streamsCut()
 	sub := s.ev.Subscribe(q.since)
 	defer sub.Close()
 
@@ -171,6 +172,8 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQue
 			return nil
 		case <-s.done:
 			return nil
+		case <-cut:
+			return nil // paused for an upgrade: the client resumes from the new daemon
 		case <-keepalive.C:
 			_, err = fmt.Fprint(w, ": keepalive\n\n")
 		case e, ok := <-sub.C():

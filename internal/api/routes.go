@@ -42,6 +42,7 @@ func (s *Server) routes() {
 
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},
+		{"POST /v1/upgrade", private, s.handle(s.upgrade)},
 
 		{"GET /v1/logs/{id}", private, s.handle(s.logs)},
 		{"GET /v1/events", private, s.handle(s.events)},

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/broker"
-	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
@@ -61,6 +60,7 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 		if err != nil {
 			return program.ActResult{}, err
 		}
+		b.d.intents.Sync() // what the operator decided is on disk before the answer
 		res := program.ActResult{IDs: make([]string, len(outs))}
 		for i, o := range outs {
 			res.IDs[i] = o.ID
@@ -83,7 +83,9 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 }
 
 func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
-	return b.d.scaleProgram(ctx, name, n)
+	ids, err := b.d.scaleProgram(ctx, name, n)
+	b.d.intents.Sync()
+	return ids, err
 }
 
 // Readiness counts the instances that should run: all but those the
@@ -140,7 +142,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
 	d.reloadMu.Lock()
-	cfg, defaults, err := config.LoadWithDefaults(d.cfg.File)
+	cfg, defaults, text, err := loadConfig(d.cfg.File, nil)
 	if err != nil {
 		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
@@ -150,6 +152,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 		return api.ReloadResult{}, err
 	}
 	d.defaults.Store(defaults)
+	d.cfgText = text
 	specs := d.reloadSpecs(cfg.Programs, defaults)
 	d.reloadMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())

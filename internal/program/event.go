@@ -50,6 +50,7 @@ const (
 	PhaseStopping = "stopping"
 	PhaseStopped  = "stopped"
 	PhaseAdopted  = "adopted"
+	PhaseUpgraded = "upgraded" // the daemon re-executed itself in place (tend upgrade), from one version to another
 )
 
 // TimeFormat is how every timestamp is written: RFC 3339, UTC, milliseconds.
@@ -153,6 +154,10 @@ type (
 		Phase string `json:"phase"`
 		PID   int    `json:"pid,omitempty"`
 		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
+		// With PhaseUpgraded: the version of the binary that ran before
+		// and of the one that runs now (tend version's).
+		From string `json:"from,omitempty"`
+		To   string `json:"to,omitempty"`
 		// With PhaseStarted: how runs are tracked (TrackingCgroup, or
 		// TrackingGroup when cgroups are not used) and why, or what the
 		// cgroups lack (docs/events.md, docs/containment.md).

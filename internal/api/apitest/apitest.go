@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
@@ -28,6 +30,10 @@ type Backend struct {
 	// ReloadResult and ReloadErr are what Reload returns.
 	ReloadResult api.ReloadResult
 	ReloadErr    error
+	// UpgradeErr is what Upgrade returns, after the handoff when
+	// UpgradeHandoff is set.
+	UpgradeErr     error
+	UpgradeHandoff bool
 	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
 	OnShutdown func()
 	// WaitDelay is how long an action with Wait takes to be done; a
@@ -312,6 +318,28 @@ func (b *Backend) Shutdown() {
 	if b.OnShutdown != nil {
 		go b.OnShutdown()
 	}
+}
+
+// Upgrade implements api.Backend: the fake has no binary to exec, so it
+// answers UpgradeErr (or refuses), having called the handoff when
+// UpgradeHandoff is set (the answer is then written on the connection).
+func (b *Backend) Upgrade(ctx context.Context, handoff api.Handoff) error {
+	b.mu.Lock()
+	b.calls = append(b.calls, "upgrade")
+	b.mu.Unlock()
+	if b.UpgradeHandoff {
+		fd, err := handoff("v1", "v2")
+		if err != nil {
+			return err
+		}
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	if b.UpgradeErr != nil {
+		return b.UpgradeErr
+	}
+	return &api.StatusError{Code: 501, Err: fmt.Errorf("this fake cannot re-execute itself")}
 }
 
 // LogSources implements api.Backend: instance ID's log is the file
