@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// POST /v1/upgrade re-executes the daemon in place (SPEC 10). The answer
+// POST /v1/upgrade re-executes the daemon in place (docs/daemon.md). The answer
 // comes once the new binary serves: the daemon hands this request's
 // connection over with everything else, and the new daemon writes the
 // answer on it (AnswerHandedOver). A refusal (the new binary does not run,
