@@ -64,11 +64,17 @@ type Spec struct {
 	Env     map[string]string // added to tend's own environment, after EnvFile's
 	EnvFile string            // absolute path of a KEY=VALUE file read at load; "" = none (its values are already in Env)
 
-	Instances     int           // >= 1 (0 is allowed over the API only as "none")
-	Agent         bool          // an AI agent: status reports turns
-	TurnIdleAfter time.Duration // silence after which an agent is idle; default 10s
-	TurnGrace     time.Duration // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
-	User, Group   string        // run as this account (tend must be root)
+	Instances     int               // >= 1 (0 is allowed over the API only as "none")
+	Agent         bool              // an AI agent: status reports turns
+	TurnIdleAfter time.Duration     // silence after which an agent is idle; default 10s
+	TurnGrace     time.Duration     // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
+	User, Group   string            // run as this account (tend must be root)
+	Labels        map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
+
+	// RemoveOnExit: the program is removed (with its logs, cgroup and
+	// records) once every instance has ended and will not restart. Set
+	// only over the API (tend run --rm), never from a config file.
+	RemoveOnExit bool
 
 	Restart      string        // RestartAlways | RestartOnFailure | RestartNever
 	Autostart    bool          // start with the daemon (default true)
