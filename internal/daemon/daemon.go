@@ -86,6 +86,7 @@ type daemon struct {
 	capture     *spawn.Capture // the runs' output: logs, FIFOs, forwarding
 	metrics     *metrics.Metrics
 	trim        *trimmer                        // hands memory back after bursts
+	sessions    *sessions                       // removes remove_on_exit programs once they end
 	runs        *runs.File                      // runs.json, for the next daemon if this one dies
 	strays      sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
 	defaults    atomic.Pointer[config.Defaults] // the config's [defaults], for programs added over the API
@@ -154,8 +155,9 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	publish := func(e program.Event) { d.log.Publish(e) }
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
+	d.sessions = newSessions(d)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
-		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
+		Reaper: d.reaper, Publish: publish, Update: d.update,
 		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: d.shortDir,
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
@@ -202,7 +204,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- d.api.ServeUnix(sock) }()
 	d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: os.Getpid(), Tracking: d.tracking, TrackingWhy: d.trackingWhy}})
-	progs := slices.Concat(d.cfg.Programs, d.added) // the config's, then those added over the API
+	go d.sessions.run()
+	progs := slices.Concat(d.cfg.Programs, d.dropEndedSessions(d.added)) // the config's, then those added over the API
 	_, errs := d.mgr.AddAll(progs)
 	for i, err := range errs {
 		if err != nil {
@@ -249,7 +252,10 @@ func (d *daemon) stop() error {
 	d.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
+	d.sessions.stop()
+	sessions := d.sessionSpecs()
 	err := d.mgr.Shutdown(ctx)
+	d.endSessions(sessions, 5*time.Second) // an attached client reads to the end first
 	d.strays.Wait()
 	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)

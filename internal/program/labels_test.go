@@ -122,3 +122,26 @@ func FuzzParseLabel(f *testing.F) {
 		}
 	})
 }
+
+func TestExitStatus(t *testing.T) {
+	code := func(n int) *int { return &n }
+	sig := func(s string) *string { return &s }
+	for _, tc := range []struct {
+		code   *int
+		signal *string
+		errno  string
+		want   int
+	}{
+		{code(0), nil, "", 0},
+		{code(3), nil, "", 3},
+		{nil, sig("SIGTERM"), "", 143},
+		{nil, sig("SIGKILL"), "", 137},
+		{nil, nil, "ENOENT", 127},
+		{nil, nil, "", 127},
+		{nil, nil, "EACCES", 126},
+	} {
+		if got := ExitStatus(tc.code, tc.signal, tc.errno); got != tc.want {
+			t.Errorf("ExitStatus(%v, %v, %q) = %d, want %d", tc.code, tc.signal, tc.errno, got, tc.want)
+		}
+	}
+}

@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tend-sh/tend/internal/api"
@@ -40,11 +42,14 @@ type Backend struct {
 	logs     map[string]*logfile.Log   // by instance id, made on first use
 	fail     map[string]string         // instance id -> why its start fails
 	nextPID  int                       // the pid of the next fake run
+	holds    map[string]int            // program name -> Hold calls not released
+	added    map[string][]byte         // program name -> the body it was added with
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
 func NewBackend(logDir string) *Backend {
-	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000}
+	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000,
+		holds: map[string]int{}, added: map[string][]byte{}}
 }
 
 // FailStart makes every later start (or restart) of instance id fail with
@@ -75,12 +80,12 @@ func (b *Backend) Calls() []string {
 }
 
 // List implements api.Backend.
-func (b *Backend) List(agentsOnly bool) []program.Status {
+func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []program.Status
 	for _, st := range b.statuses {
-		if !agentsOnly || st.Agent {
+		if (!agentsOnly || st.Agent) && labels.Matches(st.Labels) {
 			out = append(out, st)
 		}
 	}
@@ -89,7 +94,7 @@ func (b *Backend) List(agentsOnly bool) []program.Status {
 }
 
 // Status implements api.Backend.
-func (b *Backend) Status(sel string) ([]program.Status, error) {
+func (b *Backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {
 	ids, err := b.resolve(sel)
 	if err != nil {
 		return nil, err
@@ -98,7 +103,9 @@ func (b *Backend) Status(sel string) ([]program.Status, error) {
 	defer b.mu.Unlock()
 	out := make([]program.Status, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, b.statuses[id])
+		if labels.Matches(b.statuses[id].Labels) {
+			out = append(out, b.statuses[id])
+		}
 	}
 	return out, nil
 }
@@ -114,14 +121,96 @@ func (b *Backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	for k := range spec.Instances {
 		id := program.InstanceID(spec.Name, k)
 		b.statuses[id] = program.Status{
-			ID: id, Program: spec.Name, Instance: k, Agent: spec.Agent,
+			ID: id, Program: spec.Name, Instance: k, Agent: spec.Agent, Labels: spec.Labels,
 			State: program.StateStopped, Lifecycle: program.LifecycleDone,
 			Tracking: program.TrackingNone,
 		}
 		ids = append(ids, id)
 	}
+	b.added[spec.Name] = slices.Clone(source)
 	return ids, nil
 }
+
+// Added returns the body program name was added with, as the daemon would
+// keep it (nil if it was not added).
+func (b *Backend) Added(name string) []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.added[name]
+}
+
+// RemoveMatching implements api.Backend.
+func (b *Backend) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error) {
+	if name != "" {
+		if _, err := b.resolve(name); err != nil {
+			return nil, err
+		}
+	}
+	b.mu.Lock()
+	names := map[string]bool{}
+	for _, st := range b.statuses {
+		if (name == "" || st.Program == name) && labels.Matches(st.Labels) {
+			names[st.Program] = true
+		}
+	}
+	b.mu.Unlock()
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		if err := b.Remove(ctx, n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Signal implements api.Backend: it records "signal SIGNAL ID" for each
+// running instance sel names.
+func (b *Backend) Signal(sel string, sig syscall.Signal) ([]string, error) {
+	ids, err := b.resolve(sel)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if b.statuses[id].PID != nil {
+			out = append(out, id)
+			b.calls = append(b.calls, "signal "+program.SignalName(sig)+" "+id)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s", program.ErrNotRunning, sel)
+	}
+	return out, nil
+}
+
+// Hold implements api.Backend: it counts the holds not released.
+func (b *Backend) Hold(name string) func() {
+	b.mu.Lock()
+	b.holds[name]++
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			if b.holds[name]--; b.holds[name] == 0 {
+				delete(b.holds, name)
+			}
+			b.mu.Unlock()
+		})
+	}
+}
+
+// Holds is the number of holds on program name not released.
+func (b *Backend) Holds(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.holds[name]
+}
+
+// OutputSettled implements api.Backend: a fake run's output is written at once.
+func (b *Backend) OutputSettled(id string) bool { return true }
 
 func (b *Backend) hasProgramLocked(name string) bool {
 	for _, st := range b.statuses {
@@ -196,7 +285,7 @@ func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // ones do not count.
 func (b *Backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.List(false) {
+	for _, st := range b.List(false, nil) {
 		if st.State == program.StateStopped || st.State == program.StateExited {
 			continue
 		}
@@ -221,7 +310,15 @@ func (b *Backend) act(ctx context.Context, verb, sel string, opts program.ActOpt
 	if err != nil {
 		return program.ActResult{}, err
 	}
+	if len(opts.Labels) > 0 {
+		b.mu.Lock()
+		ids = slices.DeleteFunc(ids, func(id string) bool { return !opts.Labels.Matches(b.statuses[id].Labels) })
+		b.mu.Unlock()
+	}
 	call := verb + " " + sel
+	if len(opts.Labels) > 0 {
+		call += "?label=" + opts.Labels.String()
+	}
 	if opts.Wait {
 		call += "?wait"
 	}
@@ -317,13 +414,14 @@ func (b *Backend) Shutdown() {
 // LogSources implements api.Backend: instance ID's log is the file
 // LogDir/ID.log (with its rotated ID.log.N), read as it is on disk, so a
 // test may write lines there directly or through Log.
-func (b *Backend) LogSources(sel string) ([]logfile.Source, error) {
-	ids, err := b.resolve(sel)
+func (b *Backend) LogSources(sel string, labels program.LabelSelector) ([]logfile.Source, error) {
+	sts, err := b.Status(sel, labels)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]logfile.Source, 0, len(ids))
-	for _, id := range ids {
+	out := make([]logfile.Source, 0, len(sts))
+	for _, st := range sts {
+		id := st.ID
 		l, err := b.Log(id)
 		if err != nil {
 			return nil, err
@@ -377,12 +475,17 @@ func logDir(path string) (*statedir.Dir, error) {
 // the daemon rejects unknown keys.
 func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	var req struct {
-		Name      string   `json:"name"`
-		Command   []string `json:"command"`
-		Shell     string   `json:"shell"`
-		Instances *int     `json:"instances"`
-		Agent     bool     `json:"agent"`
-		Restart   string   `json:"restart"`
+		Name         string            `json:"name"`
+		Command      []string          `json:"command"`
+		Shell        string            `json:"shell"`
+		Instances    *int              `json:"instances"`
+		Agent        bool              `json:"agent"`
+		Restart      string            `json:"restart"`
+		Labels       map[string]string `json:"labels"`
+		Env          map[string]string `json:"env"`
+		Cwd          string            `json:"cwd"`
+		RemoveOnExit bool              `json:"remove_on_exit"`
+		Autostart    *bool             `json:"autostart"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -390,7 +493,14 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 		return program.Spec{}, fmt.Errorf("%w: %w", program.ErrInvalid, err)
 	}
 	spec := program.Spec{Name: req.Name, Command: req.Command, Shell: req.Shell,
-		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways}
+		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways, Autostart: true,
+		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit}
+	if req.Autostart != nil {
+		spec.Autostart = *req.Autostart
+	}
+	if errs := program.CheckLabels(spec.Labels); errs != nil {
+		return spec, fmt.Errorf("%w: %w", program.ErrInvalid, errs[0])
+	}
 	if req.Instances != nil {
 		spec.Instances = *req.Instances
 	}
