@@ -152,7 +152,10 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		st.Close()
 		return nil, err
 	}
-	publish := func(e program.Event) { d.log.Publish(e) }
+	publish := func(e program.Event) {
+		d.log.Publish(e)
+		d.metrics.CountEvent(e) // set before anything publishes (serve)
+	}
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
 	d.sessions = newSessions(d)
@@ -174,6 +177,9 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	d.trim = newTrimmer()
 	d.metrics = metrics.New(metrics.Source{
 		Statuses:        func() []program.Status { return d.broker.List(false) },
+		Bare:            d.broker.ListBare,
+		Transient:       d.transient,
+		Programs:        func() int { return len(d.mgr.Specs()) },
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,

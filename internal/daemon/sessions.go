@@ -264,6 +264,13 @@ func (s *sessions) waitHolds(names []string, timeout time.Duration) {
 	}
 }
 
+// transient says whether program name goes once it ends (remove_on_exit):
+// its instances have no series of their own in the default scrape.
+func (d *daemon) transient(name string) bool {
+	spec, ok := d.mgr.Spec(name)
+	return ok && spec.RemoveOnExit
+}
+
 // sessionSpecs are the remove_on_exit programs now, by name: their count.
 func (d *daemon) sessionSpecs() map[string]int {
 	out := map[string]int{}
