@@ -50,8 +50,8 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 	case !spec.Autostart:
 		return badRequest("attach follows the run it starts: autostart must be true")
 	}
-	release := s.b.Hold(spec.Name)
-	defer release()
+	hold := s.b.Hold(spec.Name)
+	defer hold.Release()
 	since := s.ev.LastSeq()
 	from := time.Now().Truncate(time.Millisecond)
 	ids, err := s.b.Add(spec, body)
@@ -66,7 +66,7 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusCreated)
-	a := &attachment{s: s, r: r, id: id, since: since,
+	a := &attachment{s: s, r: r, id: id, since: since, hold: hold, removes: spec.RemoveOnExit,
 		lw: &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: logRequest{json: true}}}
 	a.writeJSON(program.Added{Name: spec.Name, IDs: ids})
 	// Lines the run wrote before this read are in the tail: every line
@@ -84,14 +84,16 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 // attachment is one attached answer in progress; its handler's goroutine
 // owns it.
 type attachment struct {
-	s     *Server
-	r     *http.Request
-	id    string
-	since uint64 // the last event before the add
-	lw    *lineWriter
-	end   *program.RunEnd // the run's end, once its exited event came
-	errno string          // the spawn_failed event's, before its exited
-	spawn string
+	s       *Server
+	r       *http.Request
+	id      string
+	hold    Hold
+	removes bool   // remove_on_exit: the answer ends once the program is gone
+	since   uint64 // the last event before the add
+	lw      *lineWriter
+	end     *program.RunEnd // the run's end, once its exited event came
+	errno   string          // the spawn_failed event's, before its exited
+	spawn   string
 }
 
 // follow sends the run's output until it has ended and all it wrote is
@@ -139,10 +141,35 @@ func (a *attachment) follow(cur *logfile.Cursor) {
 		}
 		if a.end != nil && (a.spawn != "" || a.s.b.OutputSettled(a.id) || time.Now().After(deadline)) {
 			a.drain(cur)
-			a.writeJSON(attachLine{Exit: a.end})
+			a.finish(cur)
 			return
 		}
 	}
+}
+
+// removalWait bounds how long the answer waits for a remove_on_exit
+// program's removal once its run has ended (it is quick: nothing is left
+// to stop).
+const removalWait = 10 * time.Second
+
+// finish ends the answer with the exit line. For a remove_on_exit program
+// that is after its removal, and after its logs are gone too (the hold's
+// release removes them): when tend run --rm --attach returns, nothing of
+// the program is left.
+func (a *attachment) finish(cur *logfile.Cursor) {
+	if a.removes {
+		t := time.NewTimer(removalWait)
+		defer t.Stop()
+		select {
+		case <-a.hold.Removed():
+			a.drain(cur) // a last note of tend's own, written as the instance went
+		case <-t.C:
+		case <-a.r.Context().Done():
+			return
+		}
+		a.hold.Release()
+	}
+	a.writeJSON(attachLine{Exit: a.end})
 }
 
 // event takes what the answer needs from e: the spawn failure and the

@@ -56,11 +56,11 @@ type Backend interface {
 	// names (a client's Ctrl-C, proxied as docker run does) and returns
 	// their ids; none running wraps program.ErrNotRunning.
 	Signal(sel string, sig syscall.Signal) ([]string, error)
-	// Hold keeps the log files of program name on disk until release is
-	// called, also when the program is removed meanwhile (remove_on_exit):
-	// an attached client reads them to the end first. Taken before the
-	// program is added; release is idempotent.
-	Hold(name string) (release func())
+	// Hold keeps the log files of program name on disk until it is
+	// released, also when the program is removed meanwhile
+	// (remove_on_exit): an attached client reads them to the end first.
+	// Taken before the program is added.
+	Hold(name string) Hold
 	// OutputSettled reports whether what the first run of instance id
 	// wrote is all in its log: both of its streams have ended (the run and
 	// every process it started are gone) and been written, or the instance
@@ -70,6 +70,16 @@ type Backend interface {
 	ParseProgram(body []byte) (program.Spec, error)
 	// Doctor summarises the audit log of the last `since`.
 	Doctor(since time.Duration) (*program.DoctorReport, error)
+}
+
+// Hold is a hold on a program's log files (Backend.Hold).
+type Hold interface {
+	// Removed is closed once the program has been removed for having
+	// ended (remove_on_exit): it is gone but for the files held.
+	Removed() <-chan struct{}
+	// Release lets go of the files; the last hold of a removed program
+	// removes them before it returns. It may be called more than once.
+	Release()
 }
 
 // ReloadResult says what a reload changed, by program name.

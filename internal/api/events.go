@@ -30,7 +30,7 @@ const cutoffMessage = "slow subscriber cut off; reconnect with Last-Event-ID"
 
 // eventQuery is what GET /v1/events asks for.
 type eventQuery struct {
-	since uint64
+	since  uint64
 	kinds  map[string]bool // nil = every kind
 	sel    *program.Selector
 	labels program.LabelSelector // events of the instances of programs with these labels

@@ -246,7 +246,16 @@ func TestAddAttached(t *testing.T) {
 	f.ev.Publish(program.KindSpawned, "job:0", &program.Spawned{PID: 9, Run: 1})
 	code := 3
 	f.ev.Publish(program.KindExited, "job:0", &program.Exited{PID: 9, Code: &code, LikelyCause: program.CauseRuntimeError})
-	var out []string
+	out := []string{next(), next()}
+	// remove_on_exit: the answer ends once the daemon has removed it.
+	select {
+	case l := <-lines:
+		t.Fatalf("a line before the removal: %s", l)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := f.b.Remove(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
 	for l := range lines {
 		out = append(out, l)
 	}
@@ -284,9 +293,9 @@ func TestAddAttached(t *testing.T) {
 	if c != 400 || !strings.Contains(body, "instances must be 1") {
 		t.Errorf("attach of two instances: %d %s", c, body)
 	}
-	c, body = f.do(t, "POST", "/v1/programs?attach=1", `{"name":"job","command":["true"]}`)
-	if c != 409 || f.b.Holds("job") != 0 {
-		t.Errorf("attach of a name taken: %d %s, holds %d", c, body, f.b.Holds("job"))
+	c, body = f.do(t, "POST", "/v1/programs?attach=1", `{"name":"web","command":["true"]}`)
+	if c != 409 || f.b.Holds("web") != 0 {
+		t.Errorf("attach of a name taken: %d %s, holds %d", c, body, f.b.Holds("web"))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/supervisor"
@@ -156,7 +157,7 @@ func (b *backend) Signal(sel string, sig syscall.Signal) ([]string, error) {
 }
 
 // Hold implements api.Backend.
-func (b *backend) Hold(name string) func() { return b.d.sessions.hold(name) }
+func (b *backend) Hold(name string) api.Hold { return b.d.sessions.hold(name) }
 
 // OutputSettled implements api.Backend: both streams of the first run
 // have ended and been written, or the instance's output is closed (gone).

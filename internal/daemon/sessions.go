@@ -3,11 +3,13 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -31,18 +33,17 @@ type sessions struct {
 	stopped  chan struct{}  // closed by stop: no removal starts after it
 	inFlight sync.WaitGroup // removals under way
 
-	mu       sync.Mutex      // guards due, removing, holds, gone and closed
-	closed   bool            // stop was called
-	due      map[string]bool // programs with an instance that came to rest, to look at
-	removing map[string]bool // removals under way
-	holds    map[string]int  // attached readers of each program's logs
-	gone     map[string]int  // programs removed while held: their instance count, for their logs
-	idle     *sync.Cond      // signalled when a hold is released (a shutdown waits for them)
+	mu       sync.Mutex           // guards due, removing, logs and closed
+	closed   bool                 // stop was called
+	due      map[string]bool      // programs with an instance that came to rest, to look at
+	removing map[string]bool      // removals under way
+	logs     map[string]*logHolds // programs whose logs are held or to be removed
+	idle     *sync.Cond           // signalled when a hold is released (a shutdown waits for them)
 }
 
 func newSessions(d *daemon) *sessions {
 	s := &sessions{d: d, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
-		due: map[string]bool{}, removing: map[string]bool{}, holds: map[string]int{}, gone: map[string]int{}}
+		due: map[string]bool{}, removing: map[string]bool{}, logs: map[string]*logHolds{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -174,29 +175,67 @@ func (s *sessions) remove(name string) {
 
 // removeAndForget is tend rm, which for a remove_on_exit program also
 // removes its log files (at once, or when the last attached reader lets
-// go of them): such a program leaves nothing behind however it goes.
+// go of them): such a program leaves nothing behind however it goes. The
+// removal goes on when ctx ends first (a client that gave up), its files
+// with it.
 func (d *daemon) removeAndForget(ctx context.Context, name string) error {
 	spec, ok := d.mgr.Spec(name)
-	if err := d.removeProgram(ctx, name); err != nil {
+	if !ok || !spec.RemoveOnExit {
+		return d.removeProgram(ctx, name)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := d.removeProgram(context.Background(), name)
+		if err == nil || errors.Is(err, program.ErrNotFound) {
+			d.sessions.removed(name, spec.Instances)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
 		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if ok && spec.RemoveOnExit {
-		d.sessions.dropLogs(name, spec.Instances)
-	}
-	return nil
 }
 
-// dropLogs removes the log files of the n instances of a removed program,
-// or, while an attached reader holds them, leaves that to its release.
-func (s *sessions) dropLogs(name string, n int) {
+// logHolds is what is known of one program's log files: the attached
+// readers holding them, and whether the program was removed (its files
+// then go with the last hold).
+type logHolds struct {
+	holds   int
+	n       int           // instances whose files to remove
+	gone    chan struct{} // closed once the program was removed
+	removed bool
+}
+
+// entryLocked is name's logHolds, made if needed.
+func (s *sessions) entryLocked(name string) *logHolds {
+	e := s.logs[name]
+	if e == nil {
+		e = &logHolds{gone: make(chan struct{})}
+		s.logs[name] = e
+	}
+	return e
+}
+
+// removed says a remove_on_exit program of n instances was removed: its
+// log files go now, or with the last hold.
+func (s *sessions) removed(name string, n int) {
 	s.mu.Lock()
-	if s.holds[name] > 0 {
-		s.gone[name] = max(s.gone[name], n)
-		s.mu.Unlock()
-		return
+	e := s.entryLocked(name)
+	if !e.removed {
+		e.removed, e.n = true, n
+		close(e.gone)
+	}
+	last := e.holds == 0
+	if last {
+		delete(s.logs, name)
 	}
 	s.mu.Unlock()
-	s.d.removeLogs(name, n)
+	if last {
+		s.d.removeLogs(name, n)
+	}
 }
 
 // removeLogs removes the log files of the instances 0..n-1 of program
@@ -216,28 +255,39 @@ func (d *daemon) removeLogs(name string, n int) {
 	}
 }
 
-// hold keeps program name's logs until release (api.Backend.Hold).
-func (s *sessions) hold(name string) func() {
+// hold keeps program name's logs until released (api.Backend.Hold).
+func (s *sessions) hold(name string) api.Hold {
 	s.mu.Lock()
-	s.holds[name]++
-	s.mu.Unlock()
-	var once sync.Once
-	return func() { once.Do(func() { s.release(name) }) }
+	defer s.mu.Unlock()
+	e := s.entryLocked(name)
+	e.holds++
+	return &logHold{s: s, name: name, gone: e.gone}
 }
+
+// logHold is one api.Hold.
+type logHold struct {
+	s    *sessions
+	name string
+	gone chan struct{}
+	once sync.Once
+}
+
+func (h *logHold) Removed() <-chan struct{} { return h.gone }
+
+func (h *logHold) Release() { h.once.Do(func() { h.s.release(h.name) }) }
 
 func (s *sessions) release(name string) {
 	s.mu.Lock()
-	s.holds[name]--
-	n, wasGone := s.gone[name]
-	last := s.holds[name] == 0
+	e := s.logs[name]
+	e.holds--
+	last := e.holds == 0
 	if last {
-		delete(s.holds, name)
-		delete(s.gone, name)
+		delete(s.logs, name)
 	}
 	s.idle.Broadcast()
 	s.mu.Unlock()
-	if last && wasGone {
-		s.d.removeLogs(name, n)
+	if last && e.removed {
+		s.d.removeLogs(name, e.n)
 	}
 }
 
@@ -254,7 +304,7 @@ func (s *sessions) waitHolds(names []string, timeout time.Duration) {
 	defer t.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for slices.ContainsFunc(names, func(n string) bool { return s.holds[n] > 0 }) {
+	for slices.ContainsFunc(names, func(n string) bool { return s.logs[n] != nil && s.logs[n].holds > 0 }) {
 		select {
 		case <-done:
 			return
@@ -287,13 +337,7 @@ func (d *daemon) sessionSpecs() map[string]int {
 // they are forgotten and their logs removed, and the next tend up does not
 // start them again.
 func (d *daemon) endSessions(specs map[string]int, timeout time.Duration) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range specs {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(specs))
 	for _, name := range names {
 		d.reloadMu.Lock()
 		if _, err := d.kept.forget(name); err != nil {
@@ -301,10 +345,10 @@ func (d *daemon) endSessions(specs map[string]int, timeout time.Duration) {
 		}
 		d.reloadMu.Unlock()
 	}
-	d.sessions.waitHolds(names, timeout)
 	for _, name := range names {
-		d.removeLogs(name, specs[name])
+		d.sessions.removed(name, specs[name]) // an attached reader finishes, then its logs go
 	}
+	d.sessions.waitHolds(names, timeout)
 }
 
 // dropEndedSessions takes out of the programs about to start the

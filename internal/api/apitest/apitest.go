@@ -43,13 +43,14 @@ type Backend struct {
 	fail     map[string]string         // instance id -> why its start fails
 	nextPID  int                       // the pid of the next fake run
 	holds    map[string]int            // program name -> Hold calls not released
+	removed  map[string]chan struct{}  // program name -> closed by its Remove, for holds
 	added    map[string][]byte         // program name -> the body it was added with
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
 func NewBackend(logDir string) *Backend {
 	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000,
-		holds: map[string]int{}, added: map[string][]byte{}}
+		holds: map[string]int{}, added: map[string][]byte{}, removed: map[string]chan struct{}{}}
 }
 
 // FailStart makes every later start (or restart) of instance id fail with
@@ -185,21 +186,37 @@ func (b *Backend) Signal(sel string, sig syscall.Signal) ([]string, error) {
 	return out, nil
 }
 
-// Hold implements api.Backend: it counts the holds not released.
-func (b *Backend) Hold(name string) func() {
+// Hold implements api.Backend: it counts the holds not released; the
+// removal it waits for is a Remove of the program.
+func (b *Backend) Hold(name string) api.Hold {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.holds[name]++
-	b.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.mu.Lock()
-			if b.holds[name]--; b.holds[name] == 0 {
-				delete(b.holds, name)
-			}
-			b.mu.Unlock()
-		})
+	ch, ok := b.removed[name]
+	if !ok {
+		ch = make(chan struct{})
+		b.removed[name] = ch
 	}
+	return &fakeHold{b: b, name: name, removed: ch}
+}
+
+type fakeHold struct {
+	b       *Backend
+	name    string
+	removed chan struct{}
+	once    sync.Once
+}
+
+func (h *fakeHold) Removed() <-chan struct{} { return h.removed }
+
+func (h *fakeHold) Release() {
+	h.once.Do(func() {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		if h.b.holds[h.name]--; h.b.holds[h.name] == 0 {
+			delete(h.b.holds, h.name)
+		}
+	})
 }
 
 // Holds is the number of holds on program name not released.
@@ -232,6 +249,10 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		if st.Program == name {
 			delete(b.statuses, id)
 		}
+	}
+	if ch, ok := b.removed[name]; ok {
+		close(ch)
+		delete(b.removed, name)
 	}
 	b.calls = append(b.calls, "remove "+name)
 	return nil

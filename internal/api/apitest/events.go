@@ -33,8 +33,8 @@ func (ev *Events) PublishLabelled(kind, id string, labels map[string]string, dat
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	e := program.Event{
-		Seq:  uint64(len(ev.log) + 1),
-		TS:   time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(len(ev.log)) * time.Second),
+		Seq:    uint64(len(ev.log) + 1),
+		TS:     time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(len(ev.log)) * time.Second),
 		Kind:   kind,
 		ID:     id,
 		Labels: labels,
