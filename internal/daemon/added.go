@@ -150,8 +150,15 @@ func formatKept(list []keptProgram) []byte {
 
 // saveLocked replaces programs.json with the list, flushed to disk with the
 // directory entry: a program added is there after a power cut too.
-func (k *kept) saveLocked() error {
-	if err := k.dir.WriteFileAtomic(programsName, formatKept(k.list), 0o600, true); err != nil {
+func (k *kept) saveLocked() error { return k.saveLockedDurable(true) }
+
+// saveLockedDurable is saveLocked, without the flushes unless durable: a
+// change that concerns only a remove_on_exit program need not survive a
+// power cut, which ends its run too (and a next daemon drops such a
+// program whose run is gone), while a daemon's crash leaves the file as
+// written. The flushes are most of what adding one costs.
+func (k *kept) saveLockedDurable(durable bool) error {
+	if err := k.dir.WriteFileAtomic(programsName, formatKept(k.list), 0o600, durable); err != nil || !durable {
 		return err
 	}
 	return unix.Fsync(k.dir.FD())
@@ -201,8 +208,9 @@ func (k *kept) specs(defaults *config.Defaults, baseDir string, configured map[s
 	return specs, problems
 }
 
-// put keeps a program added over the API, replacing one of the same name.
-func (k *kept) put(name string, body []byte) error {
+// put keeps a program added over the API, replacing one of the same name
+// (durable: see saveLockedDurable).
+func (k *kept) put(name string, body []byte, durable bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := keptProgram{Name: name, Body: slices.Clone(body)}
@@ -212,11 +220,14 @@ func (k *kept) put(name string, body []byte) error {
 		k.list = append(k.list, p)
 	}
 	delete(k.aside, name)
-	return k.saveLocked()
+	return k.saveLockedDurable(durable)
 }
 
 // forget drops a kept program; false if there was none of that name.
-func (k *kept) forget(name string) (bool, error) {
+func (k *kept) forget(name string) (bool, error) { return k.forgetDurable(name, true) }
+
+// forgetDurable is forget, durable or not (see saveLockedDurable).
+func (k *kept) forgetDurable(name string, durable bool) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	i := slices.IndexFunc(k.list, func(q keptProgram) bool { return q.Name == name })
@@ -225,7 +236,7 @@ func (k *kept) forget(name string) (bool, error) {
 	}
 	k.list = slices.Delete(k.list, i, i+1)
 	delete(k.aside, name)
-	return true, k.saveLocked()
+	return true, k.saveLockedDurable(durable)
 }
 
 // setInstances records a kept program's instance count (tend scale); false
@@ -296,7 +307,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 	if err := d.checkMemoryMax([]program.Spec{spec}); err != nil {
 		return nil, err
 	}
-	if err := d.kept.put(spec.Name, source); err != nil {
+	if err := d.kept.put(spec.Name, source, !spec.RemoveOnExit); err != nil {
 		d.kept.forget(spec.Name)
 		return nil, fmt.Errorf("keeping %s in %s: %w", spec.Name, d.state.Root.Join(programsName), err)
 	}
@@ -313,7 +324,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 // rm), so the program still leaves the list once its runs have ended.
 func (d *daemon) removeProgram(ctx context.Context, name string) error {
 	d.reloadMu.Lock()
-	wasKept, err := d.kept.forget(name)
+	wasKept, err := d.kept.forgetDurable(name, !d.transient(name))
 	d.reloadMu.Unlock()
 	if err != nil {
 		d.note("forgetting %s in %s: %v", name, d.state.Root.Join(programsName), err)

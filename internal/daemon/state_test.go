@@ -142,10 +142,10 @@ func TestKeptProgramsFile(t *testing.T) {
 	if err != nil || problems != nil || len(k.list) != 0 {
 		t.Fatalf("no file: %+v %v %v", k, problems, err)
 	}
-	k.put("a", []byte("{\n  \"name\": \"a\",\n  \"command\": [\"sleep\", \"1\"]\n}"))
-	k.put("b", []byte(`{"name":"b","shell":"sleep 1"}`))
+	k.put("a", []byte("{\n  \"name\": \"a\",\n  \"command\": [\"sleep\", \"1\"]\n}"), true)
+	k.put("b", []byte(`{"name":"b","shell":"sleep 1"}`), true)
 	k.setInstances("b", 3)
-	k.put("a", []byte(`{"name":"a","command":["sleep","2"]}`)) // replaced in place
+	k.put("a", []byte(`{"name":"a","command":["sleep","2"]}`), true) // replaced in place
 	if ok, _ := k.setInstances("nope", 1); ok {
 		t.Error("scaled a program that is not kept")
 	}
