@@ -177,3 +177,16 @@ func TestRunAttached(t *testing.T) {
 		t.Errorf("run -a of a run killed by SIGKILL: exit %d, want 137", r.code)
 	}
 }
+
+func TestAddWithLabels(t *testing.T) {
+	d := startDaemon(t)
+	d.tend(t, "add", "jobs", "-l", "session=s-1", "-l", "owner=ana", "--", "sleep", "60").want(t, 0, "jobs:0\n")
+	var body map[string]any
+	if err := json.Unmarshal(d.b.Added("jobs"), &body); err != nil {
+		t.Fatal(err)
+	}
+	if l := body["labels"].(map[string]any); l["session"] != "s-1" || l["owner"] != "ana" {
+		t.Errorf("labels sent: %v", body["labels"])
+	}
+	d.tend(t, "add", "bad", "-l", "nope", "--", "true").wantErr(t, 2, `"nope": want KEY=VALUE`)
+}
