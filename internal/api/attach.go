@@ -73,6 +73,9 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 	// since the add (a program of this name removed earlier may have left
 	// older ones).
 	cur, err := logfile.Read(srcs, logfile.Query{Tail: maxTail, Since: from}, a.lw.line)
+	if err == nil {
+		err = a.lw.flush()
+	}
 	if err != nil {
 		return nil // the client went away
 	}
