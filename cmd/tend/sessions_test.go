@@ -55,6 +55,22 @@ func TestSessionsLeaveNothingBehind(t *testing.T) {
 	if ids := programNames(t, c); !slices.Equal(ids, []string{"web"}) {
 		t.Errorf("programs left: %v", ids)
 	}
+	// No series of them either, even where every instance is listed.
+	hc := unixHTTP(filepath.Join(state, "tend.sock"))
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://tend/metrics?instances=all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `program="run-`) {
+			t.Errorf("/metrics still has a removed program: %s", sc.Text())
+			break
+		}
+	}
 }
 
 // churn runs batches from..to-1 of n programs each: a quarter exit 0, a
