@@ -91,8 +91,13 @@ func TestSystemdUnitVerifies(t *testing.T) {
 
 func TestSystemdUnitSettings(t *testing.T) {
 	kv := unitSettings(t, "systemd/tend.service")
+	// KillMode=process: a crashed tend's runs live on for the next one to
+	// adopt, and systemctl stop goes through tend's own shutdown. A run's
+	// OOM kill must not stop the unit. Nothing may keep a tend that exited
+	// 2 from restarting: Go exits 2 after the watchdog's SIGABRT.
 	for k, want := range map[string]string{
-		"Type": "notify", "Delegate": "yes", "KillMode": "mixed", "NotifyAccess": "main",
+		"Type": "notify", "Delegate": "yes", "KillMode": "process", "NotifyAccess": "main",
+		"Restart": "on-failure", "OOMPolicy": "continue", "RestartPreventExitStatus": "",
 	} {
 		if kv[k] != want {
 			t.Errorf("%s=%q, want %q", k, kv[k], want)
@@ -105,6 +110,14 @@ func TestSystemdUnitSettings(t *testing.T) {
 	}
 	if !strings.Contains(kv["ExecStart"], " up ") || !strings.Contains(kv["ExecReload"], " reload ") {
 		t.Errorf("ExecStart=%q ExecReload=%q", kv["ExecStart"], kv["ExecReload"])
+	}
+	// Stopping is SIGTERM to tend, not a command that could race it.
+	if kv["ExecStop"] != "" || (kv["KillSignal"] != "" && kv["KillSignal"] != "SIGTERM") {
+		t.Errorf("ExecStop=%q KillSignal=%q: tend's shutdown starts on SIGTERM", kv["ExecStop"], kv["KillSignal"])
+	}
+	// The upgrade path is tend upgrade, named in the unit's comments.
+	if b, _ := os.ReadFile("systemd/tend.service"); !bytes.Contains(b, []byte("tend upgrade")) {
+		t.Error("the unit's comments do not say that tend upgrade replaces the binary")
 	}
 	// systemd's SIGKILL must not cut tend's own stop short with the
 	// default graces (stop_grace and turn_grace from internal/config).

@@ -38,16 +38,25 @@ func openCgroups(mode string) (*cgroups, string) {
 		}
 		dir = filepath.Join(base, fmt.Sprintf("tend-bench-restart-%d", os.Getpid()))
 	}
-	_, statErr := os.Stat(dir)
-	tree, _, err := cgroup.Setup(dir, "")
-	if err != nil {
+	made := false
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		made = true
+	} else if !errors.Is(err, os.ErrExist) {
 		return nil, err.Error()
 	}
-	return &cgroups{tree: tree, dir: dir, made: errors.Is(statErr, os.ErrNotExist)}, ""
+	tree, _, err := cgroup.Setup(dir, "bench") // the groups go in DIR/tend-bench
+	if err != nil {
+		if made {
+			os.Remove(dir)
+		}
+		return nil, err.Error()
+	}
+	return &cgroups{tree: tree, dir: dir, made: made}, ""
 }
 
 // close removes the instance groups left (each Manager removes its own
-// when it shuts down) and the directory, if this run made it.
+// when it shuts down), the tree's own directory, and the directory, if
+// this run made it.
 func (c *cgroups) close() error {
 	if c == nil {
 		return nil
@@ -58,7 +67,7 @@ func (c *cgroups) close() error {
 	for _, n := range names {
 		errs = append(errs, c.tree.Group(n).Remove())
 	}
-	errs = append(errs, c.tree.Close())
+	errs = append(errs, c.tree.Close(), os.Remove(c.tree.Path()))
 	if c.made {
 		errs = append(errs, os.Remove(c.dir))
 	}

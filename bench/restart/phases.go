@@ -280,7 +280,7 @@ func (r *rig) latencyZero(ctx context.Context, spec program.Spec, cg *cgroups, k
 }
 
 // latencyDefault times what a user gets with every key at its default:
-// backoff_initial is 1s, counted from the run's start (SPEC 3), so a run
+// backoff_initial is 1s, counted from the run's start (docs/restarts.md#the-crash-backoff), so a run
 // older than that which is killed restarts at once. Each sample is a fresh
 // program (crash_count 0 before its first crash, as for a long-running
 // worker whose count stable_run_reset reset) killed once it is age old;

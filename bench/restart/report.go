@@ -330,7 +330,7 @@ func writeDetails(w io.Writer, runs []Results) {
 - Event times are taken when Publish returns: numbered, appended to the audit
   file and fanned out. The spawned event follows ForkExec, which returns only
   once the replacement has exec'd, so it bounds "exec'd" from above.
-- Default config: every key at its default (backoff_initial 1s). SPEC 3 counts
+- Default config: every key at its default (backoff_initial 1s). docs/restarts.md#the-crash-backoff counts
   the backoff from the run's start, so a run older than backoff_initial that
   is killed is replaced at once. Each sample is a fresh program killed once
   (crash_count 0 before it, as for a long-running worker whose count

@@ -48,7 +48,7 @@ instances = 2
 	syscall.Kill(up.Process.Pid, syscall.SIGKILL)
 	up.Wait()
 	for id, pid := range before {
-		if !alive(pid) {
+		if !testutil.Alive(pid) {
 			t.Fatalf("%s (pid %d) died with the daemon", id, pid)
 		}
 		orphaned(t, pid)
@@ -63,7 +63,7 @@ instances = 2
 			t.Errorf("%s: pid %d before, %d after: not adopted", id, before[id], pid)
 		}
 	}
-	testutil.Eventually(t, "the unconfigured run to be stopped", func() bool { return !alive(before["gone:0"]) })
+	testutil.Eventually(t, "the unconfigured run to be stopped", func() bool { return !testutil.Alive(before["gone:0"]) })
 	evs, err := c.Events(0)
 	if err != nil {
 		t.Fatal(err)
@@ -97,22 +97,24 @@ instances = 2
 		t.Errorf("adopted run's exit: %+v", st.LastExit)
 	}
 
-	if err := c.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	up.Wait()
-	for id, pid := range after {
-		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
-	}
+	downAndGone(t, c, up, after)
 }
 
 func tendBinary(t *testing.T) string { return helperBinary(t, "tend") }
 
-func startUp(t *testing.T, tend, conf string) *exec.Cmd {
+func startUp(t *testing.T, tend, conf string) *exec.Cmd { return startUpWith(t, tend, conf, nil) }
+
+// startUpWith starts tend up -c conf in a process group of its own, setup
+// (when not nil) first changing the command (its stderr, its extra
+// files); the test's end stops a daemon still running.
+func startUpWith(t *testing.T, tend, conf string, setup func(*exec.Cmd)) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(tend, "up", "-c", conf)
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if setup != nil {
+		setup(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +167,17 @@ func orphaned(t *testing.T, pid int) {
 	})
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// downAndGone shuts the daemon down (tend down) and waits until every run
+// of runs is gone.
+func downAndGone(t *testing.T, c *client.Client, up *exec.Cmd, runs map[string]int) {
+	t.Helper()
+	if err := c.Shutdown(); err != nil {
+		t.Fatal(err)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	up.Wait()
+	for id, pid := range runs {
+		testutil.Eventually(t, id+" to be gone", func() bool { return !testutil.Alive(pid) })
+	}
 }
 
 func lastLine(t *testing.T, path string) int {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -60,7 +61,7 @@ shell = "setsid sleep 100021 & sh -c 'sleep 100022 &'; exec sleep 100023"
 stop_grace = "2s"
 `, cg))
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
-	group := filepath.Join(cg, "leak-0")
+	group := filepath.Join(cg, "tend-"+statedir.ID(filepath.Join(dir, ".tend")), "leak-0")
 
 	up := startUp(t, tend, conf)
 	waitRunning(t, c, "leak:0")
@@ -127,7 +128,7 @@ stop_grace = "2s"
 		t.Fatalf("tend stop: exit %d: %s%s", code, out, errOut)
 	}
 	for _, pid := range members {
-		if alive(pid) {
+		if testutil.Alive(pid) {
 			t.Errorf("pid %d (%s) of the adopted run outlived its stop", pid, cmdline(pid))
 		}
 	}
@@ -146,7 +147,7 @@ stop_grace = "2s"
 	}
 	up.Wait()
 	for _, pid := range again {
-		testutil.Eventually(t, fmt.Sprintf("pid %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.Eventually(t, fmt.Sprintf("pid %d to be gone", pid), func() bool { return !testutil.Alive(pid) })
 	}
 	if testutil.Populated(cg) {
 		t.Errorf("tend down left processes in %s", cg)
@@ -182,7 +183,7 @@ func sessionOf(pid int) (int, bool) {
 }
 
 // TestStopWaitsForAProcessSlowToDie: tend stop returns only once every
-// process of the run is gone (SPEC 8), also one the kernel takes a while to
+// process of the run is gone (docs/cli.md#verbs-that-wait), also one the kernel takes a while to
 // end: it ignores SIGTERM, so the kill that follows its leader's exit ends
 // it, and it holds memory the kernel must free as it exits. Five stops in a
 // row, each checked the moment the stop's answer arrives.
@@ -224,7 +225,7 @@ stop_grace = "30s"
 					return false
 				})
 				res, err := c.Act(context.Background(), "stop", "slow", client.ActOptions{Wait: true})
-				if a := alive(hogPID); err != nil || len(res.Failed) != 0 || a {
+				if a := testutil.Alive(hogPID); err != nil || len(res.Failed) != 0 || a {
 					t.Fatalf("stop %d: %+v %v; the hog (pid %d) alive after the stop answered: %v", i+1, res, err, hogPID, a)
 				}
 			}

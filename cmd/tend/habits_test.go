@@ -84,7 +84,7 @@ command = ["sleep", "100000"]
 	}
 }
 
-// TestBackoffCountsFromTheRunsStart (SPEC 3 row 4): with backoff_initial
+// TestBackoffCountsFromTheRunsStart (docs/restarts.md#the-four-rows, row 4): with backoff_initial
 // 2s, a run killed after 2.5 s is restarted at once (backoff ms 0: the wait
 // was spent running), and the next one, killed as soon as it runs, waits
 // what remains of 4 s (3 to 4 s, read from the events).

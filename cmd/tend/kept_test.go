@@ -40,19 +40,7 @@ func startUpLogged(t *testing.T, tend, conf string) (*exec.Cmd, func() string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(tend, "up", "-c", conf)
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-			cmd.Wait()
-		}
-	})
+	cmd := startUpWith(t, tend, conf, func(cmd *exec.Cmd) { cmd.Stderr = f })
 	return cmd, func() string { b, _ := os.ReadFile(log); return string(b) }
 }
 
@@ -62,7 +50,7 @@ func killUp(t *testing.T, up interface{ Wait() error }, pid int, runs map[string
 	syscall.Kill(pid, syscall.SIGKILL)
 	up.Wait()
 	for id, p := range runs {
-		if !alive(p) {
+		if !testutil.Alive(p) {
 			t.Fatalf("%s (pid %d) died with the daemon", id, p)
 		}
 		orphaned(t, p)
@@ -165,7 +153,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 		if before[id] != pid {
 			t.Errorf("%s: pid %d before the SIGKILL, %d after: not adopted", id, before[id], pid)
 		}
-		if !alive(pid) {
+		if !testutil.Alive(pid) {
 			t.Errorf("%s (pid %d) was stopped", id, pid)
 		}
 	}
@@ -253,13 +241,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 	if got := strings.Join(programNames(t, c), ","); got != "base,viaapi" {
 		t.Errorf("programs after a restart: %s", got)
 	}
-	if err := c.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	up.Wait()
-	for id, pid := range after {
-		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
-	}
+	downAndGone(t, c, up, after)
 }
 
 // TestAnAddedProgramThatNoLongerParsesIsLeftAlone: a kept body that does
@@ -305,7 +287,7 @@ func TestAnAddedProgramThatNoLongerParsesIsLeftAlone(t *testing.T) {
 		t.Errorf("programs.json: %v", got)
 	}
 	time.Sleep(time.Second) // what a stray gets before it is stopped
-	if !alive(before["old:0"]) {
+	if !testutil.Alive(before["old:0"]) {
 		t.Fatal("the run of the program kept aside was stopped")
 	}
 	if n := countCmdline("sleep 200002"); n != 1 {
@@ -323,11 +305,5 @@ func TestAnAddedProgramThatNoLongerParsesIsLeftAlone(t *testing.T) {
 	if n := countCmdline("sleep 200002"); n != 1 {
 		t.Errorf("%d copies of old:0 running", n)
 	}
-	if err := c.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	up.Wait()
-	for id, pid := range before {
-		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
-	}
+	downAndGone(t, c, up, before)
 }

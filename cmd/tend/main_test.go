@@ -54,7 +54,7 @@ func TestScripts(t *testing.T) {
 }
 
 // exitCode runs `exitcode N tend ARGS...` and checks that tend exits with N
-// (SPEC 8's statuses); stdout and stderr are kept for stdout/stderr checks.
+// (docs/cli.md's statuses); stdout and stderr are kept for stdout/stderr checks.
 func exitCode(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: exitcode N tend ARGS...")

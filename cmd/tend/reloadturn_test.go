@@ -11,7 +11,7 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// A reload that changes an agent in its turn waits for the turn (SPEC 13).
+// A reload that changes an agent in its turn waits for the turn (docs/operations.md#turn-aware-stop).
 // These tests show what goes wrong meanwhile today; each is skipped naming
 // its bug until the fix, which makes it pass.
 
@@ -33,7 +33,7 @@ func reloadWaits(t *testing.T, c *client.Client) {
 
 // TestStopNowEndsAReloadsTurnWait: while a reload waits for a changed
 // agent's turn to end, tend ps lists the agent as stopping, waiting for its
-// turn; tend status finds it, and tend stop --now ends the wait (SPEC 13:
+// turn; tend status finds it, and tend stop --now ends the wait (docs/operations.md#turn-aware-stop:
 // a second stop --now skips it), so the reload completes.
 func TestStopNowEndsAReloadsTurnWait(t *testing.T) {
 	needSystemdNotify(t)
@@ -58,13 +58,13 @@ func TestStopNowEndsAReloadsTurnWait(t *testing.T) {
 		t.Errorf("tend stop agent:0 --now during the reload's wait: exit %d: %s%s", code, out, errOut)
 	}
 	testutil.Eventually(t, "the reload to end", reload.ended)
-	if code := reload.wait(t); code != 0 || alive(pid) {
-		t.Errorf("reload: exit %d %s%s; old run alive %v", code, reload.stdout.String(), reload.stderr.String(), alive(pid))
+	if code := reload.wait(t); code != 0 || testutil.Alive(pid) {
+		t.Errorf("reload: exit %d %s%s; old run alive %v", code, reload.stdout.String(), reload.stderr.String(), testutil.Alive(pid))
 	}
 }
 
 // TestDownDuringAReloadHonoursTheTurn: a reload that changes an agent
-// waits for the agent's turn to end (SPEC 13); tend down meanwhile must
+// waits for the agent's turn to end (docs/operations.md#turn-aware-stop); tend down meanwhile must
 // wait for that turn too (turn_grace, then stop it with turn_grace_expired)
 // and count it in the bound it prints.
 func TestDownDuringAReloadHonoursTheTurn(t *testing.T) {

@@ -19,7 +19,7 @@ func countCmdline(cmd string) int {
 	n := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err == nil && cmdline(pid) == cmd+" " && alive(pid) {
+		if err == nil && cmdline(pid) == cmd+" " && testutil.Alive(pid) {
 			n++
 		}
 	}
@@ -110,11 +110,5 @@ func TestADamagedRunsJSONStartsNothingTwice(t *testing.T) {
 		t.Errorf("after a failed start: %d copies running, want 2", n)
 	}
 
-	if err := c.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	up.Wait()
-	for id, pid := range first {
-		testutil.Eventually(t, id+" to be gone", func() bool { return !alive(pid) })
-	}
+	downAndGone(t, c, up, first)
 }

@@ -79,7 +79,7 @@ func aliveCmd(ts *testscript.TestScript, neg bool, args []string) {
 	for _, a := range strings.Fields(strings.Join(args, " ")) {
 		pid, err := strconv.Atoi(a)
 		ts.Check(err)
-		if a := alive(pid); a == neg {
+		if a := testutil.Alive(pid); a == neg {
 			ts.Fatalf("pid %d: alive %v, want %v (%s)", pid, a, !a, cmdline(pid))
 		}
 	}

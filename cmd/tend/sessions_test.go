@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -154,8 +155,12 @@ func measureDaemon(t *testing.T, c *client.Client, pid int, state, cg string) re
 		b, _ := os.ReadFile(filepath.Join(state, name))
 		in := map[string]bool{} // the journal's later lines win: "gone" drops a run
 		for _, line := range strings.Split(string(b), "\n") {
-			if id, _, ok := strings.Cut(strings.TrimPrefix(line, `{"id":"`), `"`); ok && strings.HasPrefix(line, `{"id":"`) {
-				in[id] = !strings.Contains(line, `"gone":true`)
+			var r struct {
+				ID   string `json:"id"`
+				Gone bool   `json:"gone"`
+			}
+			if json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(line), ",")), &r) == nil && r.ID != "" {
+				in[r.ID] = !r.Gone
 			}
 		}
 		for id, ok := range in {

@@ -177,18 +177,8 @@ func TestAnInheritedDescriptorDoesNotReachARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(tend, "up", "-c", conf)
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.ExtraFiles = []*os.File{f} // fd 3, not close-on-exec in tend
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-			cmd.Wait()
-		}
+	cmd := startUpWith(t, tend, conf, func(cmd *exec.Cmd) {
+		cmd.ExtraFiles = []*os.File{f} // fd 3, not close-on-exec in tend
 	})
 	if target, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/fd/3"); target != secret {
 		t.Logf("tend's fd 3: %q", target) // the daemon may have moved on already
@@ -212,7 +202,7 @@ func TestAnInheritedDescriptorDoesNotReachARun(t *testing.T) {
 }
 
 // autoTree is the cgroup tree a daemon with `cgroup = "auto"` makes for
-// stateDir below this test's own group (SPEC 12), or "" without cgroup2.
+// stateDir below this test's own group (docs/containment.md), or "" without cgroup2.
 func autoTree(stateDir string) string {
 	mount, own := testutil.Cgroup2Mount(), cgroupOf(os.Getpid())
 	if mount == "" || own == "" {

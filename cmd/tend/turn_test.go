@@ -13,7 +13,7 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// Turn-aware stop (issue 13, SPEC 13) against a real daemon: agents that
+// Turn-aware stop (issue 13, docs/operations.md#turn-aware-stop) against a real daemon: agents that
 // report their turns with systemd-notify, each held in its turn by a gate
 // file (GATES/K for instance K) the test opens.
 
@@ -75,8 +75,8 @@ func TestRollingRestartWaitsForEachAgentsTurn(t *testing.T) {
 		// its turn lasts; the ones after it are not touched meanwhile.
 		time.Sleep(time.Second)
 		st, _ := c.Status(id)
-		if st.State != program.StateStopping || st.PID == nil || *st.PID != orig[id] || !alive(orig[id]) {
-			t.Fatalf("%s during its turn: state %s pid %v (was %d) alive %v", id, st.State, st.PID, orig[id], alive(orig[id]))
+		if st.State != program.StateStopping || st.PID == nil || *st.PID != orig[id] || !testutil.Alive(orig[id]) {
+			t.Fatalf("%s during its turn: state %s pid %v (was %d) alive %v", id, st.State, st.PID, orig[id], testutil.Alive(orig[id]))
 		}
 		for _, later := range ids[k+1:] {
 			if st, _ := c.Status(later); st.State != program.StateRunning || st.PID == nil || *st.PID != orig[later] {
@@ -174,7 +174,7 @@ stop_grace = "1s"
 	if took < turnGrace {
 		t.Errorf("tend down took %s: it did not wait for the turn (turn_grace %s)", took, turnGrace)
 	}
-	if alive(pid) {
+	if testutil.Alive(pid) {
 		t.Errorf("the agent (pid %d) outlived the daemon", pid)
 	}
 

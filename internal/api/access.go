@@ -1,6 +1,6 @@
 package api
 
-// Access over TCP (SPEC 9, 14). The unix socket is trusted (unix.go); TCP is
+// Access over TCP (docs/api.md#who-may-call, docs/trust.md#tcp). The unix socket is trusted (unix.go); TCP is
 // not, so the TCP front (tcp.go) puts the API behind guard:
 //
 //   - The Host header must name this server, else 421: no page of another

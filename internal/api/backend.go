@@ -23,7 +23,7 @@ type Backend interface {
 	Status(sel string, labels program.LabelSelector) ([]program.Status, error)
 	// Add registers and (if autostart) starts a program; it returns its ids.
 	// source is the request body it was parsed from, kept so the program
-	// outlives a daemon restart (SPEC 10).
+	// outlives a daemon restart (docs/daemon.md#after-a-crash).
 	Add(spec program.Spec, source []byte) ([]string, error)
 	// Remove stops every instance of the program and forgets it.
 	Remove(ctx context.Context, name string) error
@@ -109,4 +109,22 @@ type Subscription interface {
 	// CutOff reports whether the log dropped this reader for being slow.
 	CutOff() bool
 	Close()
+}
+
+// Terminals is the backend's side of tty instances (docs/terminal.md). The
+// daemon implements it beside Backend; a Server without one answers the
+// terminal routes with 501. Errors wrap program.ErrNotFound (404),
+// program.ErrNotTerminal or program.ErrNotRunning (409) and
+// program.ErrTooLarge (413).
+type Terminals interface {
+	// Screen returns the screen of a tty instance's current run, or of its
+	// last run when none is in place (Running false); ansi fills ANSI too.
+	Screen(id string, ansi bool) (program.Screen, error)
+	// Input types in into the terminal of each running tty instance the
+	// selector names ("name:k", a bare name, "all") and returns their ids.
+	// A name that names no running tty instance is an error.
+	Input(sel string, in program.Input) ([]string, error)
+	// Attach connects a client to a tty instance's terminal; readOnly
+	// clients only watch (Write is refused).
+	Attach(id string, readOnly bool) (program.Attach, error)
 }

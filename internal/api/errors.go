@@ -11,7 +11,7 @@ import (
 )
 
 // errorBody is every error response: {"error": "..."}, plus "lifecycle":
-// "unknown" when a status lookup names no instance (SPEC 6).
+// "unknown" when a status lookup names no instance (docs/status.md#asking).
 type errorBody struct {
 	Error     string `json:"error"`
 	Lifecycle string `json:"lifecycle,omitempty"`

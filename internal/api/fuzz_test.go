@@ -20,7 +20,7 @@ import (
 )
 
 // configBackend is the fake backend with the daemon's real body parser, so
-// the fuzzer drives every key of SPEC 2 through the add handler.
+// the fuzzer drives every key of docs/config.md through the add handler.
 type configBackend struct{ *apitest.Backend }
 
 func (b configBackend) ParseProgram(body []byte) (program.Spec, error) {

@@ -254,8 +254,8 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) error {
 	if err := dec.Decode(&body); err != nil {
 		return badRequest("body must be {\"instances\": N}: " + err.Error())
 	}
-	if body.Instances == nil || *body.Instances < 0 || *body.Instances > maxInstances {
-		return badRequest(fmt.Sprintf("instances: want a number from 0 to %d", maxInstances))
+	if body.Instances == nil || *body.Instances < 0 || *body.Instances > program.MaxInstances {
+		return badRequest(fmt.Sprintf("instances: want a number from 0 to %d", program.MaxInstances))
 	}
 	ids, err := s.b.Scale(r.Context(), name, *body.Instances)
 	if err != nil {
@@ -264,9 +264,6 @@ func (s *Server) scale(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, idsBody{IDs: nonNil(ids)})
 	return nil
 }
-
-// maxInstances is SPEC 2's bound on instances.
-const maxInstances = 10000
 
 // ready answers GET /readyz: 200 when every instance that should run is
 // running and ready, else 503; the ids not ready only to trusted callers

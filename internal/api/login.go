@@ -1,6 +1,6 @@
 package api
 
-// Dashboard login (SPEC 14). A browser on TCP logs in with a one-time code:
+// Dashboard login (docs/trust.md#dashboard-login). A browser on TCP logs in with a one-time code:
 // its owner asks the unix socket for one (POST /v1/dashboard/login, which
 // tend dashboard calls) and the browser POSTs it to /login as the form
 // field "code", typed into the login page or sent by the page tend

@@ -6,7 +6,7 @@ import (
 	"github.com/tend-sh/tend/internal/dashboard"
 )
 
-// routes lists the whole surface (SPEC 9), with who may use each route over
+// routes lists the whole surface (docs/api.md#routes), with who may use each route over
 // TCP. Ids in paths are selectors: "all", a program name, or "name:k".
 //
 // On the unix socket every route is served to whoever may connect (uid 0 or

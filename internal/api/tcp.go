@@ -1,6 +1,6 @@
 package api
 
-// The TCP front (SPEC 14): anyone who can reach the port may open
+// The TCP front (docs/trust.md#tcp): anyone who can reach the port may open
 // connections, so beside the access guard (access.go) it bounds what a
 // connection costs:
 //

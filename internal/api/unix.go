@@ -1,6 +1,6 @@
 package api
 
-// The unix socket (SPEC 9, 14) is the trusted transport: the CLI's, and the
+// The unix socket (docs/api.md#who-may-call, docs/trust.md) is the trusted transport: the CLI's, and the
 // dashboard's through "ssh -L 7070:/path/tend.sock host" (no login there).
 // Trust rests on who can connect, checked twice:
 //

@@ -5,7 +5,7 @@
 //
 // status_changed is published when a change a reader cares about happens
 // (state, lifecycle, pid, turn), never for a no-op, and coalesced per
-// instance (SPEC 5): at most one each Interval, and the latest state always
+// instance (docs/events.md#status_changed-is-coalesced): at most one each Interval, and the latest state always
 // follows within Interval, so a program flipping its notify state in a loop
 // costs a few events a second, not one per flip.
 //

@@ -48,7 +48,7 @@ func TestLifecycleTable(t *testing.T) {
 	}
 }
 
-// expectLifecycle restates SPEC 6's rule case by case.
+// expectLifecycle restates docs/status.md's rule case by case.
 func expectLifecycle(state string, alive, agent, turn bool, last string) string {
 	switch {
 	case alive && (turn || !agent):

@@ -55,7 +55,7 @@ func turnActive(s program.Snapshot, now time.Time) bool {
 	return program.TurnActive(s.Turn, last, idle, now)
 }
 
-// Lifecycle is the coarse state (SPEC 6), one pure function of the rest:
+// Lifecycle is the coarse state (docs/status.md#state-and-lifecycle), one pure function of the rest:
 // alive and in a turn (or not an agent) is running; alive agent between turns
 // is idle; not alive after a clean exit or an operator stop (or never
 // started) is done; not alive after a failure is error.

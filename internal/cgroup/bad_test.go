@@ -20,8 +20,9 @@ func checkBad(t *testing.T, dir, mountinfo, want string) {
 	if tr != nil || why != "" || err == nil {
 		t.Fatalf("SetupAt(%s) = %v, %q, %v; want an error", dir, tr, why, err)
 	}
-	if !errors.Is(err, program.ErrBadConfig) || !strings.HasPrefix(err.Error(), "daemon.cgroup: ") || !strings.Contains(err.Error(), want) {
-		t.Errorf("SetupAt(%s): %v; want daemon.cgroup: …%s…, wrapping ErrBadConfig", dir, err, want)
+	var ce *ConfigError
+	if !errors.Is(err, program.ErrBadConfig) || !errors.As(err, &ce) || !strings.HasPrefix(err.Error(), "daemon.cgroup: ") || !strings.Contains(err.Error(), want) {
+		t.Errorf("SetupAt(%s): %v; want a *ConfigError daemon.cgroup: …%s…, wrapping ErrBadConfig", dir, err, want)
 	}
 	if strings.Contains(err.Error(), "\n") {
 		t.Errorf("error of more than one line: %q", err)
@@ -113,5 +114,20 @@ func TestBadNotWritable(t *testing.T) {
 		t.Skipf("remount read-only: %v", err)
 	}
 	checkBad(t, mnt, "/proc/self/mountinfo", mnt+" is not writable: read-only file system")
-	checkBad(t, mnt+"/sub", "/proc/self/mountinfo", "cannot create "+mnt+"/sub: read-only file system")
+}
+
+// A DIR that does not exist is refused, not made: tend makes its own
+// subtree in DIR, never DIR, so that it never has DIR to remove.
+func TestBadMissing(t *testing.T) {
+	dir := filepath.Join(testDir(t), "missing")
+	checkBad(t, dir, "/proc/self/mountinfo", dir+" does not exist: tend makes its own group inside this directory (tend-x), not the directory itself")
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the missing directory was made: %v", err)
+	}
+}
+
+// A file in a cgroup2 mount that is not a group (an interface file).
+func TestBadNotADirectory(t *testing.T) {
+	file := filepath.Join(testDir(t), "cgroup.procs")
+	checkBad(t, file, "/proc/self/mountinfo", file+" is not a directory")
 }

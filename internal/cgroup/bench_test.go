@@ -18,7 +18,7 @@ import (
 func BenchmarkMemoryRead(b *testing.B) {
 	tr := testTree(b)
 	g := tr.Group("bench-0")
-	f, err := g.Prepare(0)
+	f, err := g.Prepare(Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,6 +72,7 @@ func BenchmarkMemoryRead(b *testing.B) {
 		fk := newFake(b)
 		dir := filepath.Join(fk.root, "tend")
 		fk.group(dir, map[string]string{"cgroup.procs": "", "cgroup.controllers": "memory\n", "cgroup.subtree_control": "memory\n"})
+		fk.subtree(dir, "x")
 		ft, _, err := SetupAt(dir, "x", fk.mountinfo, fk.self)
 		if err != nil {
 			b.Fatal(err)

@@ -59,6 +59,16 @@ func (f *fakeFS) group(dir string, files map[string]string) {
 	}
 }
 
+// subtree writes what the kernel would make in parent/tend-ID, a daemon's
+// subtree, when Setup makes it: a fake file system has no kernel to make
+// the interface files.
+func (f *fakeFS) subtree(parent, id string) string {
+	f.t.Helper()
+	dir := filepath.Join(parent, "tend-"+id)
+	f.group(dir, map[string]string{"cgroup.procs": "", "cgroup.subtree_control": ""})
+	return dir
+}
+
 func (f *fakeFS) read(file string) string {
 	f.t.Helper()
 	b, err := os.ReadFile(file)
@@ -76,6 +86,7 @@ func TestFakeMemory(t *testing.T) {
 		"cgroup.controllers":     "cpuset cpu io memory pids\n",
 		"cgroup.subtree_control": "cpu memory pids\n",
 	})
+	f.subtree(dir, "x")
 	tr, _, err := SetupAt(dir, "x", f.mountinfo, f.self)
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +152,7 @@ func TestFakeNoMemoryController(t *testing.T) {
 		"cgroup.controllers":     "cpu pids\n",
 		"cgroup.subtree_control": "cpu pids\n",
 	})
+	f.subtree(dir, "x")
 	tr, _, err := SetupAt(dir, "x", f.mountinfo, f.self)
 	if err != nil {
 		t.Fatal(err)
@@ -254,5 +266,43 @@ func TestFakeAutoReadOnly(t *testing.T) {
 	tr, why, err := SetupAt("auto", "x", f.mountinfo, f.self)
 	if tr != nil || err != nil || !strings.Contains(why, "cannot create groups below "+f.root+": read-only file system; give tend a writable cgroup2 mount") {
 		t.Errorf("SetupAt = %v, %q, %v", tr, why, err)
+	}
+}
+
+// cgroup = DIR is a parent: each daemon (each state directory id) gets
+// DIR/tend-ID, exactly as auto does below tend's own group, stays where it
+// is, and sees only its own groups: never another daemon's, nor one of
+// DIR's own (a foreign "web-0" among them).
+func TestFakeDirIsAParent(t *testing.T) {
+	f := newFake(t)
+	dir := filepath.Join(f.root, "shared")
+	f.group(dir, map[string]string{"cgroup.procs": "", "cgroup.controllers": "cpu pids\n", "cgroup.subtree_control": ""})
+	foreign := filepath.Join(dir, "web-0")
+	f.group(foreign, map[string]string{"cgroup.procs": "4242\n"})
+	var trees []*Tree
+	for _, id := range []string{"aaa", "bbb"} {
+		f.subtree(dir, id)
+		tr, why, err := SetupAt(dir, id, f.mountinfo, f.self)
+		if err != nil || tr == nil || why != "" {
+			t.Fatalf("SetupAt(%s, %s) = %v, %q, %v", dir, id, tr, why, err)
+		}
+		defer tr.Close()
+		if tr.Path() != filepath.Join(dir, "tend-"+id) || tr.DaemonGroup() != "" || !slices.Equal(tr.Controllers(), []string{"cpu", "pids"}) {
+			t.Errorf("%s: Path %s, DaemonGroup %q, Controllers %v", id, tr.Path(), tr.DaemonGroup(), tr.Controllers())
+		}
+		if got := f.read(filepath.Join(dir, "cgroup.subtree_control")); got != "+cpu +pids" && len(trees) == 0 {
+			t.Errorf("%s/cgroup.subtree_control = %q", dir, got)
+		}
+		f.group(dir, map[string]string{"cgroup.subtree_control": "cpu pids\n"}) // as the kernel lists it
+		f.group(filepath.Join(tr.Path(), "w-0"), map[string]string{"cgroup.procs": ""})
+		trees = append(trees, tr)
+	}
+	for _, tr := range trees {
+		if names, err := tr.Names(); err != nil || !slices.Equal(names, []string{"w-0"}) {
+			t.Errorf("%s: Names = %v, %v", tr.Path(), names, err)
+		}
+	}
+	if got := f.read(filepath.Join(foreign, "cgroup.procs")); got != "4242\n" {
+		t.Errorf("the foreign group was touched: %q", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -59,23 +58,28 @@ func (g *Group) Path() string { return g.path }
 // tests run on) such a child is SIGKILLed as it starts, because the kill
 // sequence number the fork checks is read from the parent's group, not the
 // target's; migrating into the group works, forking into it does not. A
-// group that cannot be removed is therefore an error, not reused. With the
-// memory controller, memory.max is set to memoryMax bytes, or "max" for 0.
-// Watches of the group carry over.
+// group that cannot be removed is therefore an error, not reused. Watches
+// of the group carry over.
+//
+// The limits l are written into the group (see Limits); a limit the tree
+// cannot enforce is an error, so no run ever starts without its limit.
 //
 // Without the memory controller there are no per-run counters, so a group
 // this Tree made, that no cgroup.kill has reached since (its last run ended
 // with its leader, the common case) and that is empty with no group below
 // it, is kept for the next run: a restart then costs one open, not an
 // rmdir and a mkdir.
-func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
+func (g *Group) Prepare(l Limits) (*os.File, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
-	if memoryMax < 0 {
-		return nil, fmt.Errorf("cgroup %s: negative memory limit %d", g.path, memoryMax)
+	if err := g.t.check(l); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", g.path, err)
 	}
 	if !g.t.HasMemory() && g.t.made.clean(g.path) && g.bare() {
+		if err := g.t.writeLimits(g.path, l); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", g.path, err)
+		}
 		fd, err := unix.Open(g.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			return os.NewFile(uintptr(fd), g.path), nil
@@ -94,14 +98,8 @@ func (g *Group) Prepare(memoryMax int64) (*os.File, error) {
 	}
 	g.t.w.rearm(g.path)
 	g.t.made.set(g.path, true)
-	if g.t.HasMemory() {
-		v := "max"
-		if memoryMax > 0 {
-			v = strconv.FormatInt(memoryMax, 10)
-		}
-		if err := writeFile(filepath.Join(g.path, "memory.max"), v); err != nil {
-			return nil, fmt.Errorf("cgroup %s: memory.max: %w", g.path, err)
-		}
+	if err := g.t.writeLimits(g.path, l); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", g.path, err)
 	}
 	fd, err := unix.Open(g.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -72,19 +72,30 @@ func cgroup2Base(t testing.TB) string {
 	return dir
 }
 
-// testTree makes an explicit-directory tree for one test, with a unique
-// name, removed at cleanup whatever happened: processes killed, groups
-// removed.
+// testTree makes a directory DIR with a unique name for one test, and the
+// tree of `cgroup = DIR` in it (DIR/tend-test), removed at cleanup whatever
+// happened: processes killed, groups removed.
 func testTree(t testing.TB) *Tree {
 	t.Helper()
-	dir := filepath.Join(cgroup2Base(t), fmt.Sprintf("tend-test-%d-%d", os.Getpid(), testSeq.Add(1)))
-	tr, why, err := Setup(dir, "unused")
+	dir := testDir(t)
+	tr, why, err := Setup(dir, "test")
 	if err != nil || tr == nil {
 		t.Fatalf("Setup(%s) = %v, %q, %v", dir, tr, why, err)
 	}
+	t.Cleanup(func() { _ = tr.Close() }) // before testDir's cleanup
+	return tr
+}
+
+// testDir makes a fresh directory in a real cgroup2 hierarchy, for one
+// test's `cgroup = DIR`, and removes it at cleanup with every group below
+// it, their processes killed without the code under test.
+func testDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(cgroup2Base(t), fmt.Sprintf("tend-test-%d-%d", os.Getpid(), testSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		_ = tr.Close()
-		// Whatever a failed test left, killed without the code under test.
 		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -95,7 +106,7 @@ func testTree(t testing.TB) *Tree {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	return tr
+	return dir
 }
 
 // waitEmptyPoll is for cleanup after Close, when Watch is gone.
@@ -123,7 +134,7 @@ type run struct {
 // its own session, placed by clone3 CLONE_INTO_CGROUP.
 func startIn(t testing.TB, g *Group, env []string, script string) *run {
 	t.Helper()
-	f, err := g.Prepare(0)
+	f, err := g.Prepare(Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func validName(name string) bool {
 
 // instanceName reports whether a directory found in the tree is one of
 // tend's instance groups, "NAME-K": what Names lists and a daemon may
-// remove, so that a foreign group in an explicit directory is left alone.
+// remove.
 func instanceName(name string) bool {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || i == len(name)-1 || !validName(name) {

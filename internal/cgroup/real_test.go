@@ -104,7 +104,7 @@ func TestRealPrepareEmptiesLeftover(t *testing.T) {
 	r := startIn(t, g, nil, leaky)
 	pids := waitLeaky(t, g, r)
 
-	f, err := g.Prepare(0) // a new run: the old one must go first
+	f, err := g.Prepare(Limits{}) // a new run: the old one must go first
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestRealSubgroups(t *testing.T) {
 		inner, _ := os.ReadFile(filepath.Join(g.Path(), "inner", "cgroup.procs"))
 		return len(pids) == 2 && comm(pids[0]) == "sleep" && comm(pids[1]) == "sleep" && len(inner) > 0
 	})
-	f, err := g.Prepare(0) // empties and removes the sub-group
+	f, err := g.Prepare(Limits{}) // empties and removes the sub-group
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestRealSubgroups(t *testing.T) {
 func TestRealNames(t *testing.T) {
 	tr := testTree(t)
 	for _, n := range []string{"b-1", "a-0", "a-b-12"} {
-		f, err := tr.Group(n).Prepare(0)
+		f, err := tr.Group(n).Prepare(Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestRealNames(t *testing.T) {
 	if names, err := tr.Names(); err != nil || !slices.Equal(names, []string{"a-0", "a-b-12", "b-1"}) {
 		t.Errorf("Names = %v, %v", names, err)
 	}
-	if _, err := tr.Group("../escape-0").Prepare(0); err == nil {
+	if _, err := tr.Group("../escape-0").Prepare(Limits{}); err == nil {
 		t.Errorf("Prepare of ../escape-0 succeeded")
 	}
 }
@@ -229,7 +229,7 @@ func TestRealNames(t *testing.T) {
 func TestRealWatchAcrossRuns(t *testing.T) {
 	tr := testTree(t)
 	g := tr.Group("w-0")
-	f, err := g.Prepare(0)
+	f, err := g.Prepare(Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestRealSetupAuto(t *testing.T) {
 	if !tr.HasMemory() && tr.Why() == "" {
 		t.Errorf("no memory controller, and Why does not say why")
 	}
-	f, err := tr.Group("kept-0").Prepare(0)
+	f, err := tr.Group("kept-0").Prepare(Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestRealSetupAuto(t *testing.T) {
 func TestRealKeptFile(t *testing.T) {
 	tr := testTree(t)
 	g := tr.Group("kept-0")
-	f, err := g.Prepare(0)
+	f, err := g.Prepare(Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,4 +449,46 @@ func TestRealPrepareKeepsCleanGroup(t *testing.T) {
 		t.Error("a group with a group below it was kept for the next run")
 	}
 	inGroup(r4)
+}
+
+// Two trees in one real DIR, as two daemons with different state
+// directories get them: each makes and empties its own groups, and neither
+// reaches the other's run, nor a group of DIR's own.
+func TestRealTwoTreesInOneDir(t *testing.T) {
+	dir := testDir(t)
+	a, why, err := Setup(dir, "aaa")
+	if err != nil || a == nil {
+		t.Fatalf("Setup(%s, aaa) = %v, %q, %v", dir, a, why, err)
+	}
+	defer a.Close()
+	b, why, err := Setup(dir, "bbb")
+	if err != nil || b == nil {
+		t.Fatalf("Setup(%s, bbb) = %v, %q, %v", dir, b, why, err)
+	}
+	defer b.Close()
+	if a.Path() != filepath.Join(dir, "tend-aaa") || b.Path() != filepath.Join(dir, "tend-bbb") {
+		t.Fatalf("Paths %s and %s", a.Path(), b.Path())
+	}
+	foreign := filepath.Join(dir, "web-0")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ra := startIn(t, a.Group("w-0"), nil, "exec sleep 1000")
+	f, err := b.Group("w-0").Prepare(Limits{}) // b's run of the same name
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if names, err := b.Names(); err != nil || !slices.Equal(names, []string{"w-0"}) {
+		t.Errorf("b's Names = %v, %v", names, err)
+	}
+	if err := b.Group("w-0").Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.Group("w-0").Populated(); err != nil || !p || ra.cmd.ProcessState != nil {
+		t.Errorf("a's run after b emptied its own w-0: Populated %v, %v", p, err)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("DIR's own group: %v", err)
+	}
 }

@@ -28,7 +28,7 @@ func hasInotifyWatch(t *testing.T, tr *Tree, wd int32) bool {
 func TestRealStopFromFn(t *testing.T) {
 	tr := testTree(t)
 	g := tr.Group("s-0")
-	f, err := g.Prepare(0)
+	f, err := g.Prepare(Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type actFlags struct {
 }
 
 // actionCmd is an operator action on what an id names: start, stop or
-// restart. By default it waits until done (SPEC 8) and prints one line per
+// restart. By default it waits until done (docs/cli.md#verbs-that-wait) and prints one line per
 // instance; --no-wait prints the ids acted on as soon as the daemon has
 // taken the request.
 func (e *env) actionCmd(verb, short, long string) (*cobra.Command, *actFlags) {

@@ -6,7 +6,7 @@ import (
 )
 
 // Bad input on the command line is refused with the documented exit status
-// (SPEC 8) and one clear line, and never disturbs the daemon.
+// (docs/cli.md) and one clear line, and never disturbs the daemon.
 func TestBadInput(t *testing.T) {
 	d := startDaemon(t)
 	d.fleet()

@@ -30,7 +30,7 @@ func FormatEvent(e program.Event) string {
 		b.WriteString(" " + id)
 	}
 	b.WriteString(" " + e.Kind)
-	for _, f := range eventFields(e.Data) {
+	for _, f := range eventFields(e.Kind, e.Data) {
 		b.WriteString(" " + f)
 	}
 	return b.String()
@@ -60,25 +60,42 @@ func kv(key string, v any) string {
 	return key + "=" + s
 }
 
-// eventFields are the key=value fields of an event's payload.
-func eventFields(data any) []string {
-	if v, ok := payload[program.Spawned](data); ok {
-		return []string{kv("pid", v.PID), kv("run", v.Run)}
+// eventFields are the key=value fields of an event's payload, by its kind
+// (every one of program.Kinds has its own; format_test checks).
+func eventFields(kind string, data any) []string {
+	if f, ok := kindFields[kind]; ok {
+		return f(data)
 	}
-	if v, ok := payload[program.SpawnFailed](data); ok {
+	return unknownFields(data)
+}
+
+// fieldsOf formats a payload of type T with f; another payload under the
+// kind's name is formatted as one of an unknown kind.
+func fieldsOf[T any](f func(T) []string) func(any) []string {
+	return func(data any) []string {
+		if v, ok := payload[T](data); ok {
+			return f(v)
+		}
+		return unknownFields(data)
+	}
+}
+
+var kindFields = map[string]func(any) []string{
+	program.KindSpawned: fieldsOf(func(v program.Spawned) []string {
+		return []string{kv("pid", v.PID), kv("run", v.Run)}
+	}),
+	program.KindSpawnFailed: fieldsOf(func(v program.SpawnFailed) []string {
 		f := []string{kv("error", v.Error)}
 		if v.Errno != "" {
 			f = append(f, kv("errno", v.Errno))
 		}
 		return f
-	}
-	if v, ok := payload[program.Exited](data); ok {
-		return exitedFields(v)
-	}
-	if v, ok := payload[program.Backoff](data); ok {
+	}),
+	program.KindExited: fieldsOf(exitedFields),
+	program.KindBackoff: fieldsOf(func(v program.Backoff) []string {
 		return []string{kv("ms", v.MS), kv("reason", v.Reason), kv("crash_count", v.CrashCount)}
-	}
-	if v, ok := payload[program.HealthWarn](data); ok {
+	}),
+	program.KindHealthWarn: fieldsOf(func(v program.HealthWarn) []string {
 		f := []string{kv("reason", v.Reason), kv("count", v.Count)}
 		if v.WindowMS > 0 {
 			f = append(f, kv("window_ms", v.WindowMS))
@@ -87,23 +104,23 @@ func eventFields(data any) []string {
 			f = append(f, kv("max", v.Max))
 		}
 		return f
-	}
-	if v, ok := payload[program.Wedged](data); ok {
+	}),
+	program.KindWedged: fieldsOf(func(v program.Wedged) []string {
 		return []string{kv("source", v.Source), kv("detail", v.Detail)}
-	}
-	if v, ok := payload[program.RSSExceeded](data); ok {
+	}),
+	program.KindRSSExceeded: fieldsOf(func(v program.RSSExceeded) []string {
 		return []string{kv("rss", human.Bytes(v.RSSBytes)), kv("max_rss", human.Bytes(v.MaxRSS))}
-	}
-	if v, ok := payload[program.GaveUp](data); ok {
+	}),
+	program.KindGaveUp: fieldsOf(func(v program.GaveUp) []string {
 		return []string{kv("crash_count", v.CrashCount), kv("max", v.Max)}
-	}
-	if v, ok := payload[program.Status](data); ok {
+	}),
+	program.KindStatusChanged: fieldsOf(func(v program.Status) []string {
 		return []string{kv("state", v.State), kv("lifecycle", v.Lifecycle), kv("why", v.Why)}
-	}
-	if v, ok := payload[program.TrackedChanged](data); ok {
+	}),
+	program.KindTrackedChanged: fieldsOf(func(v program.TrackedChanged) []string {
 		return []string{kv("ids", strings.Join(v.IDs, ","))}
-	}
-	if v, ok := payload[program.DaemonPhase](data); ok {
+	}),
+	program.KindDaemon: fieldsOf(func(v program.DaemonPhase) []string {
 		f := []string{kv("phase", v.Phase)}
 		if v.PID > 0 {
 			f = append(f, kv("pid", v.PID))
@@ -112,17 +129,23 @@ func eventFields(data any) []string {
 			f = append(f, kv("count", *v.Count))
 		}
 		return f
+	}),
+}
+
+// unknownFields are the fields of a kind this build does not know, sorted
+// by key.
+func unknownFields(data any) []string {
+	m, ok := payload[map[string]any](data)
+	if !ok {
+		return nil
 	}
-	if m, ok := payload[map[string]any](data); ok { // a kind this build does not know
-		var f []string
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if k != "seq" && k != "ts" && k != "kind" && k != "id" && k != "program" {
-				f = append(f, kv(k, m[k]))
-			}
+	var f []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "seq" && k != "ts" && k != "kind" && k != "id" && k != "program" {
+			f = append(f, kv(k, m[k]))
 		}
-		return f
 	}
-	return nil
+	return f
 }
 
 func exitedFields(v program.Exited) []string {

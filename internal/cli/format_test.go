@@ -72,3 +72,15 @@ func TestFormatEvent(t *testing.T) {
 		}
 	}
 }
+
+// Every kind of the contract has its own fields, and no other kind does.
+func TestEveryKindIsFormatted(t *testing.T) {
+	for _, k := range program.Kinds() {
+		if kindFields[k] == nil {
+			t.Errorf("no fields for kind %s", k)
+		}
+	}
+	if len(kindFields) != len(program.Kinds()) {
+		t.Errorf("fields for %d kinds, program lists %d", len(kindFields), len(program.Kinds()))
+	}
+}

@@ -4,7 +4,7 @@
 // client, and none links the daemon's internals except up, which is the
 // daemon.
 //
-// Exit statuses (SPEC 8): 0 done, 1 failed, 2 bad usage or config, 3 no such
+// Exit statuses (docs/cli.md#exit-status): 0 done, 1 failed, 2 bad usage or config, 3 no such
 // program or instance, 4 no daemon reachable. An error is one line on stderr
 // starting "tend: "; config problems are printed as their own
 // "file:line: key: what is wrong" lines.

@@ -12,7 +12,8 @@ func (e *env) scaleCmd() *cobra.Command {
 		Use:   "scale NAME N",
 		Short: "change a program's number of instances live",
 		Long: "Set how many instances program NAME runs: new ones start, the ones from N on stop and\n" +
-			"go away. Prints the ids the program has then, one a line.",
+			"go away. N = 0 stops every instance and keeps the program (a later scale starts it again).\n" +
+			"Prints the ids the program has then, one a line.",
 		Args: cobra.ExactArgs(2),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])

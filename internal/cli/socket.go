@@ -14,7 +14,7 @@ import (
 // for to find the socket, when neither -c nor $TEND_CONFIG names one.
 const defaultConfig = "tend.toml"
 
-// socketPath finds the daemon's socket in SPEC 8's order: --socket, the
+// socketPath finds the daemon's socket in docs/cli.md's order: --socket, the
 // state dir of the config -c names, $TEND_SOCKET, the state dir of
 // $TEND_CONFIG's config, then of the nearest tend.toml in the current
 // directory or a parent (as git and compose find theirs). When nothing

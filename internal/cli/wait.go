@@ -14,21 +14,11 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// states and lifecycles are what --until accepts.
-var (
-	states = []string{
-		program.StateStarting, program.StateRunning, program.StateBackoff, program.StateStopping,
-		program.StateStopped, program.StateExited, program.StateFatal,
-	}
-	lifecycles = []string{
-		program.LifecycleRunning, program.LifecycleIdle, program.LifecycleDone, program.LifecycleError,
-	}
-)
-
-// waitTargets lists states and lifecycles once each ("running" is both).
+// waitTargets is what --until accepts: the states and lifecycles, once
+// each ("running" is both).
 func waitTargets() []string {
-	out := slices.Clone(states)
-	for _, l := range lifecycles {
+	out := program.States()
+	for _, l := range program.Lifecycles() {
 		if !slices.Contains(out, l) {
 			out = append(out, l)
 		}
@@ -43,8 +33,8 @@ func (e *env) waitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait [ID|NAME|all] [-l KEY=VALUE]... --until STATE_OR_LIFECYCLE [--timeout D]",
 		Short: "block until an instance (or every instance of a program, or all) reaches a state or lifecycle",
-		Long: "Blocks until ID is in the given state (starting, running, backoff, stopping, stopped,\n" +
-			"exited, fatal) or lifecycle (running, idle, done, error); for NAME or all, every instance\n" +
+		Long: "Blocks until ID is in the given state (" + strings.Join(program.States()[:5], ", ") + ",\n" +
+			strings.Join(program.States()[5:], ", ") + ") or lifecycle (" + strings.Join(program.Lifecycles(), ", ") + "); for NAME or all, every instance\n" +
 			"must get there. Exit 1 on timeout, naming the instances that did not; 3 for an unknown\n" +
 			"id. A daemon that is not up yet is waited for too. -l waits for the instances whose\n" +
 			"program has the label (without an ID: every one that has it); exit 3 if none has.",
@@ -103,6 +93,7 @@ func behind(c *client.Client, sel string, labels program.LabelSelector, until st
 	if len(list) == 0 && len(labels) > 0 {
 		return nil, noMatchError{noMatchText(sel, labels)}
 	}
+	byLifecycle := !slices.Contains(program.States(), until)
 	var out []string
 	for i := range list {
 		st := &list[i]
@@ -110,7 +101,7 @@ func behind(c *client.Client, sel string, labels program.LabelSelector, until st
 			continue
 		}
 		now := st.State
-		if slices.Contains(lifecycles, until) && !slices.Contains(states, until) {
+		if byLifecycle {
 			now = st.Lifecycle
 		}
 		out = append(out, fmt.Sprintf("%s (%s)", st.ID, now))

@@ -9,7 +9,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// ActOptions qualify an operator action (SPEC 8, 9). The zero value asks
+// ActOptions qualify an operator action (docs/cli.md, docs/api.md). The zero value asks
 // the daemon only to take the request.
 type ActOptions struct {
 	// Wait: the daemon answers once every instance is done (running and
@@ -17,7 +17,7 @@ type ActOptions struct {
 	// their statuses and the ones that failed (?wait=1).
 	Wait bool
 	// Now: a stop or restart skips the wait for an agent's turn to end
-	// (turn_grace, SPEC 13), also ending such a wait under way (?now=1).
+	// (turn_grace, docs/operations.md#turn-aware-stop), also ending such a wait under way (?now=1).
 	Now bool
 	// Timeout bounds a Wait on the daemon's side (?timeout=D): the
 	// instances not done by then come back in Failed. 0: no bound but ctx.

@@ -1,9 +1,9 @@
-// Package config turns a TOML file (SPEC section 2), a Procfile, or a program
+// Package config turns a TOML file (docs/config.md), a Procfile, or a program
 // posted to the API into program specs that are fully defaulted and
 // validated: nothing downstream knows about defaults or checks values again.
 //
 // Every problem is reported, not just the first, each as
-// "file:line: key: what is wrong" (see Error). The SPEC defaults live in
+// "file:line: key: what is wrong" (see Error). The documented defaults (docs/config.md) live in
 // defaults.go; [defaults] in a file overrides them key by key, and a
 // program's own keys override both.
 package config
@@ -67,7 +67,7 @@ func ParseTOMLWithDefaults(file string, data []byte) (*program.Config, *Defaults
 }
 
 // Defaults is the [defaults] table of a loaded file, already validated. The
-// zero value and nil are "no [defaults]": the SPEC defaults only.
+// zero value and nil are "no [defaults]": the documented defaults (docs/config.md) only.
 type Defaults struct {
 	table map[string]any // as decoded; never modified
 }

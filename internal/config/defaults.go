@@ -7,7 +7,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// The defaults of SPEC section 2, in one place. A key a program and
+// The defaults of docs/config.md, in one place. A key a program and
 // [defaults] both omit takes its value from here.
 
 const (
@@ -16,10 +16,7 @@ const (
 	defaultAuditMaxSize   = 1 << 30
 	defaultCwd            = "."
 
-	// Bounds that SPEC 2 leaves to us.
-	maxInstances   = 10000
-	minLogFileSize = 4 << 10 // smaller files would rotate on every few lines
-	minAuditSize   = 1 << 20 // a day of a quiet fleet's events must fit
+	minAuditSize = 1 << 20 // a day of a quiet fleet's events must fit
 )
 
 func defaultDaemon() program.Daemon {
@@ -32,7 +29,7 @@ func defaultDaemon() program.Daemon {
 	}
 }
 
-// defaultSpec is a program with every key at its SPEC default; Name, Command
+// defaultSpec is a program with every key at its documented default (docs/config.md); Name, Command
 // and Shell are the caller's to set, Cwd still needs resolving.
 func defaultSpec() program.Spec {
 	return program.Spec{
@@ -71,7 +68,7 @@ func defaultSpec() program.Spec {
 		WedgeLoopBudget:   3,
 		WedgeLoopWindow:   30 * time.Minute,
 
-		Logs: program.Logs{MaxSize: 50 << 20, MaxFiles: 5},
+		Logs: program.Logs{MaxSize: program.DefaultLogSize, MaxFiles: 5},
 	}
 }
 

@@ -52,7 +52,7 @@ func checkSpec(t *testing.T, s *program.Spec, minInstances int) {
 		(len(s.Command) > 0) != (s.Shell != "") &&
 		(len(s.Command) == 0 || s.Command[0] != "") &&
 		filepath.IsAbs(s.Cwd) &&
-		s.Instances >= minInstances && s.Instances <= maxInstances &&
+		s.Instances >= minInstances && s.Instances <= program.MaxInstances &&
 		(s.Restart == program.RestartAlways || s.Restart == program.RestartOnFailure || s.Restart == program.RestartNever) &&
 		(s.Ready == program.ReadySpawn || s.Ready == program.ReadyNotify) &&
 		s.StopSignal > 0 && s.StopGrace >= 0 && s.TurnIdleAfter > 0 && s.StartTimeout > 0 &&
@@ -62,7 +62,7 @@ func checkSpec(t *testing.T, s *program.Spec, minInstances int) {
 		s.CleanRestartWindow > 0 && s.RSSExitCode >= 0 && s.RSSExitCode <= 255 && s.MaxRSS >= 0 &&
 		s.RSSLoopBudget >= 0 && s.RSSLoopWindow > 0 && s.Watchdog >= 0 && s.IdleOutputTimeout >= 0 &&
 		s.WedgeChecks >= 1 && s.WedgeLoopBudget >= 0 && s.WedgeLoopWindow > 0 &&
-		s.Logs.MaxSize >= minLogFileSize && s.Logs.MaxFiles >= 1
+		s.Logs.MaxSize >= program.MinLogSize && s.Logs.MaxFiles >= 1
 	if p := s.Probe; p != nil {
 		ok = ok && (len(p.Exec) > 0) != (p.HTTP != "") && p.Interval > 0 && p.Timeout > 0 && p.FailureThreshold >= 1
 	}

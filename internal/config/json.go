@@ -11,11 +11,11 @@ import (
 )
 
 // ParseProgramJSON decodes the body of POST /v1/programs: a JSON object with
-// "name" and any program key of SPEC 2, with the value types TOML has
+// "name" and any program key of docs/config.md, with the value types TOML has
 // (durations and sizes as strings, sizes also as integers of bytes, "probe",
 // "logs" and "env" as objects). Unknown keys are an error, null is the same
 // as leaving a key out, and a relative cwd resolves against baseDir. Keys
-// take the SPEC defaults; Defaults.ParseProgramJSON also applies a file's
+// take the documented defaults (docs/config.md); Defaults.ParseProgramJSON also applies a file's
 // [defaults]. Errors match program.ErrInvalid.
 func ParseProgramJSON(data []byte, baseDir string) (program.Spec, error) {
 	return (*Defaults)(nil).ParseProgramJSON(data, baseDir)

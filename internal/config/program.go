@@ -71,7 +71,7 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 	s.Cwd = resolve(d.baseDir, s.Cwd)
 	d.setEnv(v, "env", &s.Env)
 	d.envFile(v, s)
-	d.setInt(v, "instances", &s.Instances, d.minInstances, maxInstances)
+	d.setInt(v, "instances", &s.Instances, d.minInstances, program.MaxInstances)
 	d.setBool(v, "agent", &s.Agent)
 	d.setDuration(v, "turn_idle_after", &s.TurnIdleAfter, positive)
 	d.setDuration(v, "turn_grace", &s.TurnGrace, orZero)
@@ -90,7 +90,7 @@ func (d *programDecoder) environment(v view, s *program.Spec) {
 }
 
 // envFile reads env_file and puts its variables under env's: the file is
-// read now, so a missing or malformed one stops the load (SPEC 13), and a
+// read now, so a missing or malformed one stops the load (docs/operations.md#env_file), and a
 // reload reads it again.
 func (d *programDecoder) envFile(v view, s *program.Spec) {
 	p, ok := d.setString(v, "env_file", &s.EnvFile)
@@ -172,7 +172,7 @@ func (d *programDecoder) lifecycle(v view, s *program.Spec) {
 	d.setDuration(v, "stop_grace", &s.StopGrace, orZero)
 }
 
-// crashes reads the crash backoff and the clean-exit budget (SPEC 3 rows 3, 4).
+// crashes reads the crash backoff and the clean-exit budget (docs/restarts.md#the-four-rows, rows 3, 4).
 func (d *programDecoder) crashes(v view, s *program.Spec) {
 	d.setDuration(v, "backoff_initial", &s.BackoffInitial, orZero)
 	d.setDuration(v, "backoff_max", &s.BackoffMax, orZero)
@@ -277,6 +277,6 @@ func isHTTPURL(s string) bool {
 
 func (d *programDecoder) logs(v view, l *program.Logs) {
 	lv := d.sub(v, "logs", logsKeys)
-	d.setSize(lv, "max_size", &l.MaxSize, minLogFileSize)
+	d.setSize(lv, "max_size", &l.MaxSize, program.MinLogSize)
 	d.setInt(lv, "max_files", &l.MaxFiles, 1, maxInt)
 }

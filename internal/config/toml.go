@@ -18,7 +18,7 @@ import (
 // parseTOML decodes a whole TOML file. decodeTOML checks the syntax and the
 // TOML rules (no key twice) while decoding into plain maps, and knows the
 // line of every key; the walk over the maps then checks each key against
-// SPEC 2, so one pass reports every problem, each with its line.
+// docs/config.md, so one pass reports every problem, each with its line.
 func parseTOML(file string, data []byte) (*program.Config, *Defaults, error) {
 	abs, dir := locate(file)
 	c := &collector{file: file}

@@ -12,7 +12,7 @@ type layer struct {
 }
 
 // view is the layers a program's keys come from, highest priority first: the
-// program's own table, then [defaults]. The SPEC defaults are the values the
+// program's own table, then [defaults]. The documented defaults (docs/config.md) are the values the
 // decoder starts from.
 type view []layer
 

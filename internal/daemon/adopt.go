@@ -15,7 +15,7 @@ import (
 // openRuns reads the runs an earlier daemon of this state dir left (if it
 // died without stopping them), hands the live ones to the manager to adopt,
 // and starts this daemon's record with all of them: one no instance claims
-// stays recorded until it is known to have ended (SPEC 10: no run recorded
+// stays recorded until it is known to have ended (docs/daemon.md#runsjson: no run recorded
 // alive is ever started a second time). Only a runs.json that is damaged
 // and cannot be set aside stops the daemon.
 func (d *daemon) openRuns() error {
@@ -78,7 +78,7 @@ func (d *daemon) settleAdoptions() {
 	}
 	later := map[string]supervisor.Adoption{}
 	for id, a := range d.mgr.Unclaimed() {
-		if name, _, ok := program.SplitID(id); ok && d.kept.leaveAlone(name) {
+		if name, _, ok := program.SplitID(id); ok && d.kept.LeaveAlone(name) {
 			d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
 			later[id] = a
 			continue

@@ -149,7 +149,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
 	}
-	if err := d.checkMemoryMax(cfg.Programs); err != nil {
+	if err := d.checkLimits(cfg, cfg.Programs); err != nil {
 		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
 	}

@@ -1,24 +1,27 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/tend-sh/tend/internal/cgroup"
+	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// setupCgroups decides, once, whether runs get cgroups (SPEC 12): a
-// daemon.cgroup directory that cannot be used is a config error (exit 2),
-// auto falls back to process groups and trees and says why. A program with
-// memory_max needs the memory controller: without it the limit could not be
-// enforced, which is a config error rather than a limit silently ignored.
+// setupCgroups decides, once, whether runs get cgroups: a daemon.cgroup
+// directory that cannot be used is a config error (exit 2), auto falls
+// back to process groups and trees and says why. Then the programs'
+// limits are checked against what this host can enforce.
 func (d *daemon) setupCgroups() error {
 	tree, why, err := cgroup.Setup(d.cfg.Daemon.Cgroup, statedir.ID(d.cfg.Daemon.StateDir))
+	var bad *cgroup.ConfigError
+	if errors.As(err, &bad) {
+		return config.Locate(d.cfg, []config.Problem{{Key: "cgroup", Msg: bad.Msg}})
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", d.cfg.File, err)
 	}
@@ -27,32 +30,21 @@ func (d *daemon) setupCgroups() error {
 	if tree != nil {
 		d.tracking, d.trackingWhy = program.TrackingCgroup, tree.Why()
 	}
-	return d.checkMemoryMax(d.cfg.Programs)
+	return d.checkLimits(d.cfg, d.cfg.Programs)
 }
 
-// checkMemoryMax refuses programs whose memory_max cannot be enforced here.
-func (d *daemon) checkMemoryMax(specs []program.Spec) error {
-	var bad []string
-	for _, s := range specs {
-		if s.MemoryMax > 0 && (d.cgroups == nil || !d.cgroups.HasMemory()) {
-			bad = append(bad, fmt.Sprintf("%s: program.%s.memory_max: cannot be enforced here: %s", d.cfg.File, s.Name, d.memoryWhy()))
+// checkLimits refuses programs with a cgroup limit (memory_max, ...) that
+// this host cannot enforce: a config error naming the key and why, rather
+// than a limit silently ignored. cfg is the config the specs come from, nil
+// for a program added over the API. At start, at reload and at tend add.
+func (d *daemon) checkLimits(cfg *program.Config, specs []program.Spec) error {
+	var problems []config.Problem
+	for i := range specs {
+		for _, r := range cgroup.Unenforceable(d.cgroups, d.trackingWhy, cgroup.LimitsOf(&specs[i])) {
+			problems = append(problems, config.Problem{Program: specs[i].Name, Key: r.Key, Msg: "cannot be enforced here: " + r.Why})
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", program.ErrBadConfig, strings.Join(bad, "\n"))
-	}
-	return nil
-}
-
-// memoryWhy says why there is no memory controller for the runs.
-func (d *daemon) memoryWhy() string {
-	if d.cgroups == nil {
-		return "runs get no cgroup (" + d.trackingWhy + ")"
-	}
-	if d.trackingWhy != "" {
-		return d.trackingWhy
-	}
-	return "the memory controller is not enabled for tend's cgroups"
+	return config.Locate(cfg, problems)
 }
 
 // removeStaleGroups empties and removes the groups of instances this
@@ -70,7 +62,7 @@ func (d *daemon) removeStaleGroups() {
 	have := map[string]bool{}
 	keep := func(id string) {
 		name, k, _ := program.SplitID(id)
-		have[name+"-"+strconv.Itoa(k)] = true
+		have[program.InstanceBase(name, k)] = true
 	}
 	for _, id := range d.mgr.IDs() {
 		keep(id)
@@ -107,7 +99,7 @@ func (d *daemon) groupOf(id string) *cgroup.Group {
 	if d.cgroups == nil || !ok {
 		return nil
 	}
-	return d.cgroups.Group(name + "-" + strconv.Itoa(k))
+	return d.cgroups.Group(program.InstanceBase(name, k))
 }
 
 // signalStray signals a run left by an earlier daemon for a program no

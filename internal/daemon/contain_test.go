@@ -13,10 +13,11 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// Containment (SPEC 12), against the real cgroup2 hierarchy where this
+// Containment (docs/containment.md), against the real cgroup2 hierarchy where this
 // machine has one (as root, a directory handed to tend as daemon.cgroup),
 // and in the fallback without cgroups.
 
@@ -82,7 +83,7 @@ func TestCgroupARunIsEveryProcessItStarts(t *testing.T) {
 	mark := markFor(t)
 	dir := t.TempDir()
 	c, stop := startDaemon(t, dir, fmt.Sprintf("[daemon]\ncgroup = %q\n[program.leak]\n%s\nstop_grace = \"2s\"\n", cg, leaker(mark, false)))
-	group := filepath.Join(cg, "leak-0")
+	group := filepath.Join(cg, "tend-"+statedir.ID(filepath.Join(dir, ".tend")), "leak-0")
 	testutil.Eventually(t, "the run and its escapees", func() bool { return len(escapees(mark)) == 2 })
 	members := cgroupProcs(group)
 	for _, pid := range append(escapees(mark), pidOf(t, c, "leak:0")) {
@@ -191,8 +192,8 @@ func TestCgroupBadDirectoryIsAConfigError(t *testing.T) {
 	path := filepath.Join(dir, "tend.toml")
 	os.WriteFile(path, []byte("[daemon]\ncgroup = \""+dir+"/not-a-cgroup\"\n[program.w]\ncommand = [\"true\"]\n"), 0o600)
 	err := Run(t.Context(), Options{ConfigPath: path})
-	if err == nil || !strings.Contains(err.Error(), "daemon.cgroup") || !isBadConfig(err) {
-		t.Fatalf("Run: %v, want a config error naming daemon.cgroup", err)
+	if err == nil || !strings.HasPrefix(err.Error(), path+":2: daemon.cgroup: "+dir+"/not-a-cgroup is not inside a cgroup2 mount") || !isBadConfig(err) {
+		t.Fatalf("Run: %v, want a config error at %s:2: daemon.cgroup", err, path)
 	}
 }
 
@@ -201,8 +202,31 @@ func TestMemoryMaxWithoutAMemoryControllerIsAConfigError(t *testing.T) {
 	path := filepath.Join(dir, "tend.toml")
 	os.WriteFile(path, []byte("[daemon]\ncgroup = \"off\"\n[program.w]\ncommand = [\"true\"]\nmemory_max = \"1GiB\"\n"), 0o600)
 	err := Run(t.Context(), Options{ConfigPath: path})
-	if err == nil || !strings.Contains(err.Error(), "program.w.memory_max: cannot be enforced") || !isBadConfig(err) {
-		t.Fatalf("Run: %v, want a config error naming program.w.memory_max", err)
+	want := path + `:5: program.w.memory_max: cannot be enforced here: runs get no cgroup (cgroup = "off")`
+	if err == nil || err.Error() != want || !isBadConfig(err) {
+		t.Fatalf("Run: %v, want a config error:\n%s", err, want)
+	}
+}
+
+// A memory_max that cannot be enforced is refused at a reload (the fleet
+// left as it was) and at tend add, as at start; one set in [defaults] is
+// reported there, once.
+func TestMemoryMaxRefusedAtReloadAndAdd(t *testing.T) {
+	dir := t.TempDir()
+	c, _ := startDaemon(t, dir, "[daemon]\ncgroup = \"off\"\n[program.w]\ncommand = [\"sleep\", \"100041\"]\n")
+	testutil.Eventually(t, "w:0 running", func() bool { st, err := c.Status("w:0"); return err == nil && st.State == program.StateRunning })
+	path := filepath.Join(dir, "tend.toml")
+	os.WriteFile(path, []byte("[daemon]\ncgroup = \"off\"\n[defaults]\nmemory_max = \"1GiB\"\n[program.w]\ncommand = [\"sleep\", \"100041\"]\n[program.v]\ncommand = [\"sleep\", \"100042\"]\n"), 0o600)
+	_, err := c.Reload()
+	if err == nil || !strings.Contains(err.Error(), path+`:4: defaults.memory_max: cannot be enforced here: runs get no cgroup (cgroup = "off")`) || strings.Count(err.Error(), "memory_max") != 1 {
+		t.Errorf("Reload: %v, want one error at %s:4: defaults.memory_max", err, path)
+	}
+	if _, err := c.Status("v:0"); err == nil {
+		t.Errorf("the refused reload added v")
+	}
+	_, err = c.Add(map[string]any{"name": "x", "command": []string{"true"}, "memory_max": "1GiB"})
+	if err == nil || !strings.Contains(err.Error(), "memory_max: cannot be enforced here") {
+		t.Errorf("Add: %v, want a refusal of memory_max", err)
 	}
 }
 

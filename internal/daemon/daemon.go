@@ -25,12 +25,14 @@ import (
 	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/kept"
 	"github.com/tend-sh/tend/internal/metrics"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/runs"
 	"github.com/tend-sh/tend/internal/spawn"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/supervisor"
 )
 
@@ -76,7 +78,7 @@ type daemon struct {
 	cfg         *program.Config
 	opts        Options
 	state       *state         // the state dir, its subdirs and the lock
-	kept        *kept          // programs added over the API, kept in programs.json
+	kept        *kept.Programs // programs added over the API, kept in programs.json
 	added       []program.Spec // those parsed at start, added after the config's
 	log         *events.Log
 	reaper      *reaper.Reaper
@@ -120,25 +122,25 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 	}
 	d := &daemon{cfg: cfg, opts: opts, state: st, shutdown: make(chan struct{}), printer: make(chan struct{}), tls: httpTLS}
 	d.defaults.Store(defaults)
+	started := false
+	defer func() {
+		if !started { // a start that fails from here leaves no empty cgroup tree or short-path directory behind
+			d.tidyAway()
+		}
+	}()
 	d.shortDir = shortDir(sd)
 	if err := d.setupCgroups(); err != nil {
 		st.Close()
 		return nil, err
 	}
-	started := false
-	defer func() {
-		if !started { // a start that fails from here leaves no empty cgroup tree behind
-			d.tidyAway()
-		}
-	}()
-	if err := d.loadKept(); err != nil { // then the limits, for the whole fleet
+	if err := d.loadKept(); err != nil {
 		st.Close()
 		return nil, err
 	}
 	d.log, err = events.Open(events.Options{Files: st.Audit, Retention: cfg.Daemon.AuditRetention, MaxSize: cfg.Daemon.AuditMaxSize})
 	if err != nil {
 		st.Close()
-		return nil, unsafeFile(err)
+		return nil, statedir.Unsafe(err)
 	}
 	d.reaper = reaper.New()
 	if err := d.reaper.Start(cfg.Daemon.Subreaper || os.Getpid() == 1); err != nil {
@@ -146,6 +148,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		st.Close()
 		return nil, err
 	}
+	d.raiseLimits(instances(d.cfg.Programs, d.added)) // the whole fleet's, before any of it starts
 	if err := d.openCapture(); err != nil {
 		d.reaper.Stop()
 		d.log.Close()

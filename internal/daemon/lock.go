@@ -21,7 +21,7 @@ import (
 func acquireLock(dir *statedir.Dir) (*os.File, error) {
 	f, err := dir.OpenFile(lockName, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		if u := unsafeFile(err); u != err {
+		if u := statedir.Unsafe(err); u != err {
 			return nil, u
 		}
 		return nil, fmt.Errorf("lock: %w", err)

@@ -168,8 +168,24 @@ max_files = 30
 		t.Errorf("only %d log files: expected many rotations", len(logs))
 	}
 	for _, p := range logs {
-		if fi, err := os.Stat(p); err == nil && fi.Size() > 4096 {
-			t.Errorf("%s is %d bytes, over max_size", p, fi.Size())
+		fi, err := os.Stat(p)
+		if err == nil && (fi.Size() > 4096 || !strings.HasSuffix(p, ".log") && fi.Size() != 4096) {
+			t.Errorf("%s is %d bytes: logs rotate at exactly max_size", p, fi.Size())
+		}
+	}
+	// tend logs reads every record kept whole, those split across two
+	// files included.
+	tail := strings.Split(strings.TrimSuffix(logsOf(t, c, "pour", client.LogOptions{Tail: -1}), "\n"), "\n")
+	if tail[0] == "ready" {
+		tail = tail[1:]
+	}
+	first, err := strconv.Atoi(strings.TrimPrefix(tail[0], "seq "))
+	if err != nil || len(tail) != 3000-first {
+		t.Fatalf("tend logs: %d lines from %q", len(tail), tail[0])
+	}
+	for i, l := range tail {
+		if l != "seq "+strconv.Itoa(first+i) {
+			t.Fatalf("tend logs line %d is %q", i, l)
 		}
 	}
 }

@@ -340,8 +340,8 @@ func (d *daemon) endSessions(specs map[string]int, timeout time.Duration) {
 	names := slices.Sorted(maps.Keys(specs))
 	for _, name := range names {
 		d.reloadMu.Lock()
-		if _, err := d.kept.forget(name); err != nil {
-			d.note("forgetting %s in %s: %v", name, d.state.Root.Join(programsName), err)
+		if _, err := d.kept.Forget(name); err != nil {
+			d.note("forgetting %s in %s: %v", name, d.kept.Path(), err)
 		}
 		d.reloadMu.Unlock()
 	}
@@ -369,10 +369,10 @@ func (d *daemon) dropEndedSessions(specs []program.Spec) []program.Spec {
 		}
 		d.note("%s (remove_on_exit) ended while no daemon ran: removing it", spec.Name)
 		d.reloadMu.Lock()
-		_, err := d.kept.forget(spec.Name)
+		_, err := d.kept.Forget(spec.Name)
 		d.reloadMu.Unlock()
 		if err != nil {
-			d.note("forgetting %s in %s: %v", spec.Name, d.state.Root.Join(programsName), err)
+			d.note("forgetting %s in %s: %v", spec.Name, d.kept.Path(), err)
 		}
 		d.removeLogs(spec.Name, spec.Instances)
 		return true

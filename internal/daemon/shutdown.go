@@ -7,7 +7,7 @@ import (
 )
 
 // stopBound is how long stopping every instance may take: the largest
-// turn_grace (an agent's turn may hold its stop that long, SPEC 13) plus the
+// turn_grace (an agent's turn may hold its stop that long, docs/operations.md#turn-aware-stop) plus the
 // largest stop_grace (then SIGKILL), over the programs running now, those
 // added over the API included.
 func (d *daemon) stopBound() time.Duration {

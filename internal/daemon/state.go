@@ -1,19 +1,15 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/limits"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// state is what the daemon holds open in its state directory (SPEC 14):
+// state is what the daemon holds open in its state directory (docs/trust.md#state-directory):
 // the directory and its subdirectories, each checked (tend's own, not
 // writable by others, not a symlink) and held by descriptor, so that every
 // file in them is opened relative to it without following a symlink; and
@@ -64,22 +60,7 @@ func (s *state) Close() {
 	}
 }
 
-// unsafeFile turns the refusal to open a file of the state directory that
-// is a symlink or not a regular file into a one-line ErrUnsafe (exit 2);
-// other errors are returned as they are.
-func unsafeFile(err error) error {
-	var pe *fs.PathError
-	switch {
-	case !errors.As(err, &pe):
-	case errors.Is(err, unix.ELOOP):
-		return fmt.Errorf("%w: %s is a symlink, which tend never follows in its state directory; remove it", statedir.ErrUnsafe, pe.Path)
-	case errors.Is(err, statedir.ErrNotRegular):
-		return fmt.Errorf("%w: %s is not a regular file; remove it", statedir.ErrUnsafe, pe.Path)
-	}
-	return err
-}
-
-// prepareProcess marks what the daemon inherited close-on-exec (SPEC 14):
+// prepareProcess marks what the daemon inherited close-on-exec (docs/trust.md#descriptors):
 // nothing it was started with reaches a run. First thing in Run.
 func prepareProcess(opts Options) {
 	if err := limits.CloseOnExecInherited(); err != nil && opts.Stderr != nil {
@@ -89,9 +70,10 @@ func prepareProcess(opts Options) {
 
 // raiseLimits makes room for the fleet's descriptors before anything is
 // started, and says in one line if it still does not fit. Runs keep the
-// limit tend was started with (limits.ForRuns).
+// limit tend was started with (limits.ForRuns), which the reaper's child
+// finds.
 func (d *daemon) raiseLimits(instances int) {
-	res, err := limits.Raise(limits.Need(instances))
+	res, err := limits.Raise(limits.Need(instances), d.reaper)
 	if err != nil {
 		d.note("%v", err)
 	}

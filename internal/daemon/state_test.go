@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // TestAuditStaysUnderItsCap: a crash loop writes far more events than
@@ -82,18 +83,8 @@ max_crashes = 1000000
 	}
 }
 
-func openTestDir(t *testing.T) *statedir.Dir {
-	t.Helper()
-	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 func TestTokenIsMadeOnceAndCheckedAfter(t *testing.T) {
-	d := openTestDir(t)
+	d := testutil.StateDir(t)
 	tok, err := loadToken(d)
 	if err != nil || len(tok) != 64 {
 		t.Fatalf("new token %q: %v", tok, err)
@@ -133,50 +124,5 @@ func TestTokenIsMadeOnceAndCheckedAfter(t *testing.T) {
 	os.WriteFile(d.Join(tokenName), []byte("short\n"), 0o600)
 	if _, err := loadToken(d); err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Errorf("a short token: %v", err)
-	}
-}
-
-func TestKeptProgramsFile(t *testing.T) {
-	d := openTestDir(t)
-	k, problems, err := openKept(d, time.Now())
-	if err != nil || problems != nil || len(k.list) != 0 {
-		t.Fatalf("no file: %+v %v %v", k, problems, err)
-	}
-	k.put("a", []byte("{\n  \"name\": \"a\",\n  \"command\": [\"sleep\", \"1\"]\n}"), true)
-	k.put("b", []byte(`{"name":"b","shell":"sleep 1"}`), true)
-	k.setInstances("b", 3)
-	k.put("a", []byte(`{"name":"a","command":["sleep","2"]}`), true) // replaced in place
-	if ok, _ := k.setInstances("nope", 1); ok {
-		t.Error("scaled a program that is not kept")
-	}
-	b, _ := d.ReadFile(programsName)
-	if strings.Count(string(b), "\n") != 4 {
-		t.Errorf("programs.json is not one entry a line:\n%s", b)
-	}
-	k2, problems, err := openKept(d, time.Now())
-	if err != nil || problems != nil || len(k2.list) != 2 || k2.list[0].Name != "a" || !strings.Contains(string(k2.list[0].Body), `"2"`) || *k2.list[1].Instances != 3 {
-		t.Fatalf("read back: %+v %v %v", k2.list, problems, err)
-	}
-	specs, problems := k2.specs(nil, "/", map[string]bool{"a": true}, func(string) (*program.Spec, bool) { return nil, false })
-	if len(specs) != 1 || specs[0].Name != "b" || specs[0].Instances != 3 || len(problems) != 1 || !strings.Contains(problems[0], "replaces") {
-		t.Errorf("with a config program a: %+v %q", specs, problems)
-	}
-	if k3, _, _ := openKept(d, time.Now()); len(k3.list) != 1 {
-		t.Errorf("a was not forgotten in the file: %+v", k3.list)
-	}
-
-	// A damaged file: set aside, its good lines read, strays left alone.
-	lines := strings.Split(string(b), "\n")
-	lines[1] = "garbage"
-	os.WriteFile(d.Join(programsName), []byte(strings.Join(lines, "\n")), 0o600)
-	k4, problems, err := openKept(d, time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-	if err != nil || len(k4.list) != 1 || k4.list[0].Name != "b" || len(problems) != 1 || !k4.leaveAlone("anything") {
-		t.Errorf("damaged: %+v %q %v", k4.list, problems, err)
-	}
-	if _, err := d.Lstat("programs.json.corrupt-20261202T090000Z"); err != nil {
-		t.Errorf("not set aside: %v", err)
-	}
-	if k5, problems, _ := openKept(d, time.Now()); len(k5.list) != 1 || problems != nil {
-		t.Errorf("after setting aside, the good entries were written back: %+v %q", k5.list, problems)
 	}
 }

@@ -1,6 +1,6 @@
 package daemon
 
-// tend under systemd (SPEC 7, last paragraph): when tend itself is a
+// tend under systemd (docs/notify.md#tend-under-systemd): when tend itself is a
 // Type=notify service (NOTIFY_SOCKET in its own environment) it tells its
 // manager READY=1 once the initial start of the fleet is done, STATUS= with
 // the fleet's counts as they change, STOPPING=1 when it begins to stop, and

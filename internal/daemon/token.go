@@ -44,7 +44,7 @@ func loadToken(dir *statedir.Dir) (string, error) {
 	}
 	f, err = dir.OpenFile(tokenName, os.O_RDONLY, 0)
 	if err != nil {
-		if u := unsafeFile(err); u != err {
+		if u := statedir.Unsafe(err); u != err {
 			return "", u
 		}
 		return "", fmt.Errorf("token: %w", err)

@@ -1,6 +1,7 @@
 // Package dashboard is tend's web dashboard: static files (index.html,
-// app.js, style.css) embedded in the binary, so running it needs no build
-// step and the page makes no request anywhere but the daemon. The page
+// app.js, style.css) embedded in the binary, and vocab.js made from
+// package program's lists, so running it needs no build step and the page
+// makes no request anywhere but the daemon. The page
 // reads the fleet through the API alone: GET /v1/status (polled for the
 // memory sparklines), the /v1/events SSE stream for live changes, GET
 // /v1/status/{id} and /v1/logs/{id} for one instance, and POST
@@ -16,12 +17,16 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tend-sh/tend/internal/program"
 )
 
 //go:embed static
@@ -46,7 +51,7 @@ type file struct {
 var files = sync.OnceValue(load)
 
 func load() map[string]file {
-	out := map[string]file{}
+	out := map[string]file{"vocab.js": newFile("vocab.js", vocab())}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -55,15 +60,44 @@ func load() map[string]file {
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(data)
 		name := strings.TrimPrefix(p, "static/")
-		out[name] = file{name: name, data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		out[name] = newFile(name, data)
 		return nil
 	})
 	if err != nil {
 		panic("dashboard: reading embedded files: " + err.Error()) // a build without them is broken
 	}
 	return out
+}
+
+func newFile(name string, data []byte) file {
+	sum := sha256.Sum256(data)
+	return file{name: name, data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+}
+
+// vocab is the module vocab.js: tend's vocabulary as package program lists
+// it (the event kinds, states, lifecycles and restart causes), so the
+// page's modules import the lists instead of keeping copies of their own.
+// It is made here rather than generated into static/: a generated copy
+// is one more place the lists are written, kept equal by a test, while
+// this is the Go lists themselves, and needs no build step.
+func vocab() []byte {
+	var b bytes.Buffer
+	b.WriteString("// tend's vocabulary, made by the daemon from its own lists (package program).\n")
+	for _, l := range []struct {
+		name string
+		list []string
+	}{
+		{"KINDS", program.Kinds()},
+		{"STATES", program.States()},
+		{"LIFECYCLES", program.Lifecycles()},
+		{"RESTART_CAUSES", program.RestartCauses()},
+	} {
+		j, _ := json.Marshal(l.list)
+		fmt.Fprintf(&b, "export const %s = %s;\n", l.name, j)
+	}
+	fmt.Fprintf(&b, "export const LIFECYCLE_UNKNOWN = %q;\n", program.LifecycleUnknown)
+	return b.Bytes()
 }
 
 // Handler serves the dashboard: GET / is the page, GET /ui/NAME an asset.

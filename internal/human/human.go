@@ -49,18 +49,22 @@ func Restarts(r program.Restarts) string {
 		return "0"
 	}
 	var parts []string
-	for _, c := range []struct {
-		name string
-		n    int
-	}{
-		{"crash", r.Crash}, {"clean", r.CleanExit}, {"rss", r.RSSWatchdog},
-		{"wedge", r.WedgeRestart}, {"operator", r.OperatorRestart},
-	} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", c.name, c.n))
+	for _, c := range program.RestartCauses() {
+		if n := r.Of(c); n > 0 {
+			label := causeLabels[c]
+			if label == "" {
+				label = c
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", label, n))
 		}
 	}
 	return fmt.Sprintf("%d (%s)", r.Total(), strings.Join(parts, ", "))
+}
+
+// causeLabels are the short words of the restart causes in a table.
+var causeLabels = map[string]string{
+	program.ReasonCrash: "crash", program.ReasonCleanExit: "clean", program.ReasonRSSWatchdog: "rss",
+	program.ReasonWedgeRestart: "wedge", program.ReasonOperatorRestart: "operator",
 }
 
 // Uptime is how long the current run has been up, "-" when none runs.

@@ -1,5 +1,5 @@
 // Package limits sets up what the daemon inherits from whoever started it
-// (SPEC 14): descriptors it was handed are made close-on-exec, so none of
+// (docs/trust.md): descriptors it was handed are made close-on-exec, so none of
 // them leaks into a run, and its RLIMIT_NOFILE is raised to what the fleet
 // needs, while runs keep the limit tend itself was started with.
 //
@@ -12,7 +12,9 @@
 // good, and every child then inherits the raised limit. So Raise changes
 // the limit only when it must (the fleet needs more than Go already gave),
 // through Prlimit, and then ForRuns reports the limit the spawn path has
-// to set in each run itself.
+// to set in each run itself. That limit is learnt from a child (Go keeps
+// it where only its own ForkExec reads it), run through the daemon's
+// reaper, which stays the one waiter for children.
 package limits
 
 import (
@@ -28,6 +30,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/reaper"
 )
 
 // CloseOnExecInherited marks every descriptor above 2 close-on-exec: with
@@ -109,9 +113,10 @@ func (r Result) Advice() string {
 // hard limit, and as root (with CAP_SYS_RESOURCE) both up to need, at most
 // fs.nr_open, as nginx and HAProxy do. It never lowers a limit, and leaves
 // it as it is when the fleet fits (or cannot be made to fit). Before the
-// first change it records the limit runs must get (ForRuns). Call it
-// before anything else waits for children: it may start one.
-func Raise(need uint64) (Result, error) {
+// first change it records the limit runs must get (ForRuns), which may
+// take a child: r, started, runs it (the reaper is the one waiter for
+// children).
+func Raise(need uint64, r *reaper.Reaper) (Result, error) {
 	var cur unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err != nil {
 		return Result{Need: need}, fmt.Errorf("RLIMIT_NOFILE: %w", err)
@@ -136,7 +141,7 @@ func Raise(need uint64) (Result, error) {
 		if try == cur {
 			return res, nil
 		}
-		captureOriginal(cur)
+		captureOriginal(cur, r)
 		// Prlimit on the own process, unlike Setrlimit, leaves Go's
 		// restore in children alone when it fails.
 		err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &try, nil)
@@ -175,8 +180,9 @@ func ForRuns() (lim unix.Rlimit, apply bool) {
 // captureOriginal records, once, the limit tend was started with, before
 // its first change. cur is the limit now: when Go raised the soft limit at
 // start (it is then the hard limit minus one), the original soft limit is
-// found in a child, where syscall.ForkExec has just put it back.
-func captureOriginal(cur unix.Rlimit) {
+// found in a child, where syscall.ForkExec has just put it back: Go keeps
+// it nowhere else a program can read.
+func captureOriginal(cur unix.Rlimit, r *reaper.Reaper) {
 	origMu.Lock()
 	defer origMu.Unlock()
 	if captured {
@@ -184,7 +190,7 @@ func captureOriginal(cur unix.Rlimit) {
 	}
 	orig, captured = cur, true
 	if cur.Max > 0 && cur.Cur == cur.Max-1 {
-		if soft, err := childSoftLimit(); err == nil && soft <= cur.Cur {
+		if soft, err := childSoftLimit(r); err == nil && soft <= cur.Cur {
 			orig.Cur = soft
 		}
 	}
@@ -197,37 +203,34 @@ func markChanged() {
 	changed = true
 }
 
-// childSoftLimit asks a child shell for its soft RLIMIT_NOFILE. It must run
-// before anything else waits for children (the daemon's reaper).
-func childSoftLimit() (uint64, error) {
-	r, w, err := os.Pipe()
+// childSoftLimit asks a child shell for its soft RLIMIT_NOFILE. The child
+// is r's, like every child of the daemon: its exit comes through the
+// reaper's drain, never a wait of this package's own.
+func childSoftLimit(r *reaper.Reaper) (uint64, error) {
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, err
 	}
-	defer r.Close()
+	defer pr.Close()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		w.Close()
+		pw.Close()
 		return 0, err
 	}
 	defer null.Close()
-	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "ulimit -Sn"}, &syscall.ProcAttr{
-		Env:   []string{"PATH=/usr/bin:/bin"},
-		Files: []uintptr{null.Fd(), w.Fd(), null.Fd()},
+	st, err := r.Run(func() (int, error) {
+		return syscall.ForkExec("/bin/sh", []string{"sh", "-c", "ulimit -Sn"}, &syscall.ProcAttr{
+			Env:   []string{"PATH=/usr/bin:/bin"},
+			Files: []uintptr{null.Fd(), pw.Fd(), null.Fd()},
+		})
 	})
-	w.Close()
+	pw.Close() // after the exit: what the child wrote waits in the pipe
 	if err != nil {
 		return 0, err
 	}
-	out, rerr := bufio.NewReader(r).ReadString('\n')
-	var ws syscall.WaitStatus
-	for {
-		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
-			break
-		}
-	}
-	if rerr != nil || !ws.Exited() || ws.ExitStatus() != 0 {
-		return 0, fmt.Errorf("sh -c 'ulimit -Sn': %q %v", out, ws)
+	out, rerr := bufio.NewReader(pr).ReadString('\n')
+	if rerr != nil || !st.Wait.Exited() || st.Wait.ExitStatus() != 0 {
+		return 0, fmt.Errorf("sh -c 'ulimit -Sn': %q %v", out, st.Wait)
 	}
 	out = strings.TrimSpace(out)
 	if out == "unlimited" {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/reaper"
 )
 
 // The tests re-execute the test binary as the process under test (the
@@ -37,8 +39,11 @@ func TestMain(m *testing.M) {
 	case "raise":
 		var need uint64
 		fmt.Sscan(os.Getenv("LIMITS_NEED"), &need)
-		res, err := Raise(need)
+		r := reaper.New()
+		must(r.Start(false))
+		res, err := Raise(need, r)
 		must(err)
+		r.Stop() // os/exec waits for its own child below
 		lim, apply := ForRuns()
 		out, err := exec.Command("/bin/sh", "-c", "echo $(ulimit -Sn):$(ulimit -Hn)").Output()
 		must(err)

@@ -86,43 +86,40 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 // readNew reads what source s gained after p, up to followBudget bytes,
 // and moves p on. all says it read to the end.
 func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
-	set, from, off, gen := openFrom(s.Log, p)
+	set, from, off, gen, found := openFrom(s.Log, p)
 	defer closeSet(set)
-	budget := int64(followBudget)
-	// set is newest first: read from the cursor's file towards the current.
-	for g := from; g >= 0; g-- {
-		fl := set[g]
-		if fl.f == nil {
-			continue
-		}
-		if g != from {
-			off = 0
-		}
-		limit := fl.size
-		if g == 0 {
-			limit = lastLineEnd(fl.f, fl.size) // a record being written is not whole yet
-		}
-		limit = max(limit, off)
-		cut := limit-off > budget
-		if cut {
-			limit = off + budget
-		}
-		end := c.scanForward(s.ID, fl.f, off, limit, g == 0 || cut, &out)
-		budget -= end - off
-		p.gen, p.ino, p.off = gen-uint64(g), fl.ino, end
-		if cut || (g > 0 && end < fl.size) {
-			return out, false // stopped inside this file: the rest next time
-		}
+	// From the cursor's file to the current one, read as one stream: a
+	// record may cross from a file into the next.
+	st := newStream(set, from)
+	if len(st.parts) == 0 {
+		return nil, true
 	}
-	return out, true
+	start := int64(0)
+	switch {
+	case st.parts[0].gen == from && found:
+		start = off
+	case st.parts[0].gen == from:
+		// The cursor's file is gone: from the oldest kept, whose first
+		// line may end a record rotated out.
+		start = orphanEnd(st.parts[0].r, st.parts[0].size)
+	}
+	limit := max(lastLineEnd(st, st.size), start) // a record being written is not whole yet
+	cut := limit-start > followBudget
+	if cut {
+		limit = start + followBudget
+	}
+	end := c.scanForward(s.ID, st, start, limit, &out)
+	g, fileOff := st.locate(end)
+	p.gen, p.ino, p.off = gen-uint64(g), set[g].ino, fileOff
+	return out, !cut
 }
 
 // openFrom opens the files of l from the one p is in to the current one
 // (newest first in set, p's at index from, where reading starts at off).
 // If p's file is gone (rotated out while the follower was away) or there
-// was none, from is the oldest file and off 0. gen is the log's
+// was none, found is false and from is the oldest file. gen is the log's
 // generation, for the positions in set.
-func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64) {
+func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64, found bool) {
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	gen = l.gen
@@ -136,9 +133,9 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64)
 			set = append(set, fl)
 		}
 		if k < len(set) && set[k].f != nil && set[k].ino == p.ino {
-			return set, k, min(p.off, set[k].size), gen
+			return set, k, min(p.off, set[k].size), gen, true
 		}
-		return set, len(set) - 1, 0, gen
+		return set, len(set) - 1, 0, gen, false
 	}
 	for i := 0; i <= maxGens; i++ {
 		fl, ok := l.openGen(i)
@@ -147,14 +144,13 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64)
 		}
 		set = append(set, fl)
 		if ok && fl.ino == p.ino && p.ino != 0 {
-			off := p.off
-			if off > fl.size || !atLineStart(fl.f, off) {
-				off = 0 // truncated, or the inode is another file's now
+			if p.off > fl.size || !atLineStart(fl.f, p.off) {
+				return set, i, 0, gen, true // truncated, or the inode is another file's now
 			}
-			return set, i, off, gen
+			return set, i, p.off, gen, true
 		}
 	}
-	return set, len(set) - 1, 0, gen
+	return set, len(set) - 1, 0, gen, false
 }
 
 // atLineStart says whether off begins a line of f.
@@ -167,18 +163,17 @@ func atLineStart(f io.ReaderAt, off int64) bool {
 	return err == nil && b[0] == '\n'
 }
 
-// scanForward appends the records of f in [off, limit) that the cursor
+// scanForward appends the records of r in [off, limit) that the cursor
 // wants to out, and returns where it stopped: after the last complete
-// line when wholeOnly, else at limit (a finished file's last line needs
-// no newline).
-func (c *Cursor) scanForward(id string, f io.ReaderAt, off, limit int64, wholeOnly bool, out *[]Entry) int64 {
+// line (the rest is read next time, whole).
+func (c *Cursor) scanForward(id string, r io.ReaderAt, off, limit int64, out *[]Entry) int64 {
 	buf := make([]byte, min(limit-off, chunk))
 	var carry []byte
 	pos := off
 	for pos < limit {
 		n := min(int64(len(buf)), limit-pos)
 		b := buf[:n]
-		k, err := f.ReadAt(b, pos)
+		k, err := r.ReadAt(b, pos)
 		if k == 0 && err != nil {
 			break
 		}
@@ -200,7 +195,7 @@ func (c *Cursor) scanForward(id string, f io.ReaderAt, off, limit int64, wholeOn
 	if len(carry) > 0 {
 		// A line longer than a whole budget (only in a log from before
 		// records) is handed on in pieces rather than never.
-		if wholeOnly && int64(len(carry)) < followBudget {
+		if int64(len(carry)) < followBudget {
 			return pos - int64(len(carry)) // the rest next time, whole
 		}
 		c.add(id, carry, out)

@@ -5,24 +5,20 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/statedir"
-)
-
-// Size limits of a log file.
-const (
-	MinSize     = 4 << 10  // the smallest max_size: smaller files would rotate every few lines
-	DefaultSize = 50 << 20 // max_size when none is given
 )
 
 // Options configure a Log.
 type Options struct {
-	MaxSize  int64 // a file rotates before it would grow past this many bytes; at least MinSize; 0 = DefaultSize
+	MaxSize  int64 // a file rotates at exactly this many bytes; at least program.MinLogSize; 0 = program.DefaultLogSize
 	MaxFiles int   // rotated files kept besides the current one; 0 = none
 	// Writer says this process writes the log (through Add and Flush):
 	// followers then wait for its notifications and skip it while it is
@@ -81,9 +77,9 @@ func (l *Log) EndWriter() {
 // SetLimits changes the rotation limits for the records to come.
 func (l *Log) SetLimits(maxSize int64, maxFiles int) {
 	if maxSize == 0 {
-		maxSize = DefaultSize
+		maxSize = program.DefaultLogSize
 	}
-	l.maxSize.Store(max(maxSize, MinSize))
+	l.maxSize.Store(max(maxSize, program.MinLogSize))
 	l.maxFiles.Store(int64(max(maxFiles, 0)))
 }
 
@@ -102,7 +98,8 @@ func (l *Log) name(i int) string {
 }
 
 // LineMax is the longest line one record of this log holds: a longer one
-// is stored in pieces. It keeps every record within a file.
+// is stored in pieces. It keeps every record within max_size, so that one
+// crosses at most from one file into the next.
 func (l *Log) LineMax() int {
 	return int(min(DefaultLineMax, l.maxSize.Load()-int64(MaxHeader)))
 }
@@ -142,8 +139,11 @@ func (l *Log) Add(r Record) error {
 	}
 }
 
-// add appends one record that fits a file, rotating first if it would
-// not fit the current one.
+// add appends one record that fits a file. One that does not fit in the
+// current file fills it to exactly max_size and goes on in the next:
+// readers read the files as one stream (see stream), so the record is
+// whole again. A file that is full already, or over a max_size lowered
+// since, or not kept (max_files 0), rotates first.
 func (l *Log) add(r Record) error {
 	n := int64(storedLen(r))
 	var err error
@@ -152,11 +152,28 @@ func (l *Log) add(r Record) error {
 			l.size = 0 // the write will fail too, and say so
 		}
 	}
-	if l.size+n > l.maxSize.Load() && l.size > 0 {
+	if l.size+n <= l.maxSize.Load() || l.size == 0 {
+		l.buf = Append(l.buf, r)
+		l.size += n
+		return err
+	}
+	room := l.maxSize.Load() - l.size
+	if room <= 0 || l.maxFiles.Load() == 0 {
 		err = errors.Join(err, l.write(), l.rotate())
+		l.buf = Append(l.buf, r)
+		l.size += n
+		return err
 	}
 	l.buf = Append(l.buf, r)
-	l.size += n
+	cut := len(l.buf) - int(n-room)
+	rest := slices.Clone(l.buf[cut:])
+	l.buf = l.buf[:cut]
+	werr := l.write()
+	err = errors.Join(err, werr, l.rotate())
+	if werr == nil { // else the record's beginning is lost: its end alone would be no record
+		l.buf = append(l.buf, rest...)
+		l.size += int64(len(rest))
+	}
 	return err
 }
 

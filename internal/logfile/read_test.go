@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // read is Read into a slice.
@@ -46,7 +48,7 @@ func add(t *testing.T, l *Log, ms int, s Stream, line string) {
 }
 
 func TestReadMergesInTimeOrderWithStreams(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	a := New(d, "a-0", Options{MaxSize: 4096, MaxFiles: 2})
 	b := New(d, "b-0", Options{MaxSize: 4096, MaxFiles: 2})
 	add(t, a, 10, Stdout, "a out 1")
@@ -77,7 +79,7 @@ func TestReadMergesInTimeOrderWithStreams(t *testing.T) {
 }
 
 func TestReadTailAcrossRotatedFiles(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 10})
 	numbered(t, l, 0, 300, Stdout)
 	if _, err := os.Stat(d.Join(l.name(3))); err != nil {
@@ -115,7 +117,7 @@ func nextAll(t *testing.T, c *Cursor) []Entry {
 // happened between two reads (within what max_files keeps), and is woken
 // by the writer.
 func TestFollowAcrossRotation(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 5, Writer: true})
 	numbered(t, l, 0, 10, Stdout)
 	got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: 2})
@@ -150,7 +152,7 @@ func TestFollowAcrossRotation(t *testing.T) {
 // A follower that fell behind by more than one read holds catches up in
 // several, losing nothing.
 func TestFollowCatchesUpInSteps(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 64 << 20, MaxFiles: 1, Writer: true})
 	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
@@ -179,7 +181,7 @@ func TestFollowCatchesUpInSteps(t *testing.T) {
 // A record still being written (a torn end of the file) is not handed on
 // until it is whole; a log written by another process is read by polling.
 func TestFollowWaitsForWholeRecords(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{}) // not this process's: polled
 	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
 	defer cur.Close()
@@ -202,7 +204,7 @@ func TestFollowWaitsForWholeRecords(t *testing.T) {
 // A follower away for longer than max_files covers goes on from the
 // oldest file kept.
 func TestFollowAfterItsFileWasDropped(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 1, Writer: true})
 	numbered(t, l, 0, 5, Stdout)
 	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
@@ -223,7 +225,7 @@ func TestFollowAfterItsFileWasDropped(t *testing.T) {
 // A tail over many sources keeps the newest lines of them all together,
 // trimming what falls behind as it goes.
 func TestTailOverManySources(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	var srcs []Source
 	for k := range 6 {
 		l := New(d, "m-"+strconv.Itoa(k), Options{})

@@ -6,9 +6,13 @@
 //	2026-12-03T01:54:46.124Z err | warning: no cache dir
 //	2026-12-03T01:54:47.000Z tend | cannot read the adopted run's output: …
 //
-// in a set of files that rotates at exactly max_size bytes (a file never
-// grows past it) and keeps max_files rotated ones: NAME-K.log, then
-// NAME-K.log.1 (the newest rotated) to NAME-K.log.N (the oldest). A record
+// in a set of files that rotates at exactly max_size bytes and keeps
+// max_files rotated ones: NAME-K.log, then NAME-K.log.1 (the newest
+// rotated) to NAME-K.log.N (the oldest). Each rotated file is exactly
+// max_size bytes: a record that does not fit ends one file and goes on at
+// the start of the next, and readers read the set as one stream, so it is
+// whole again (the end of one whose beginning was rotated out is not
+// shown). A record
 // whose line did not end with a newline (cut at the size bound, or the run
 // ended mid-line) has '+' in place of '|'.
 //

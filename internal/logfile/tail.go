@@ -2,6 +2,7 @@ package logfile
 
 import (
 	"container/heap"
+	"io"
 	"math"
 	"slices"
 	"time"
@@ -26,18 +27,22 @@ func Read(srcs []Source, q Query, fn func(*Entry) error) (*Cursor, error) {
 		c.pos[i].ver = src.Log.Version() // before reading: a write meanwhile is read again
 		upto := maxGens
 		if q.Tail == 0 {
-			upto = 0 // only the end is needed
+			upto = 1 // only the end is needed, which may be in the file before the current one
 		}
 		set, gen := src.Log.openSet(upto)
-		cur := set[0]
-		end := int64(0)
+		st := newStream(set, len(set)-1)
+		end := lastLineEnd(st, st.size) // a record being written is not whole yet
 		c.pos[i].gen = gen
-		if cur.f != nil {
-			end = lastLineEnd(cur.f, cur.size) // a record being written is not whole yet
-			c.pos[i].ino, c.pos[i].off = cur.ino, end
+		if len(st.parts) > 0 {
+			g, off := st.locate(end)
+			c.pos[i].gen, c.pos[i].ino, c.pos[i].off = gen-uint64(g), set[g].ino, off
 		}
 		if q.Tail != 0 {
-			k := tail(set, end, q, floor)
+			start := int64(0)
+			if len(st.parts) > 0 {
+				start = min(orphanEnd(st.parts[0].r, st.parts[0].size), end)
+			}
+			k := tail(st, start, end, q, floor)
 			k.src = i
 			total += len(k.at)
 			tails = append(tails, k)
@@ -73,45 +78,31 @@ func (k *kept) line(i int) []byte {
 	return k.arena[start : k.ends[i]-1]
 }
 
-// tail collects the newest records of one source's set that q selects (at
-// most q.Tail, none older than floor). end bounds the current file.
-func tail(set []file, end int64, q Query, floor int64) kept {
+// tail collects the newest records of one source's files, read as one
+// stream between start and end, that q selects (at most q.Tail, none
+// older than floor).
+func tail(st *stream, start, end int64, q Query, floor int64) kept {
 	var k kept
 	newer := int64(0) // the time of the record after, for a line without one
-	for g, fl := range set {
-		if fl.f == nil {
-			continue
-		}
-		size := fl.size
-		if g == 0 {
-			size = end
-		}
-		done := false
-		scanBack(fl.f, size, func(line []byte) bool {
-			r := parseLine(line)
-			at := newer
-			if !r.TS.IsZero() {
-				at = r.TS.UnixMilli()
-				if !q.Since.IsZero() && r.TS.Before(q.Since) || at < floor {
-					done = true // every record before it is older still
-					return false
-				}
-				newer = at
+	scanBack(io.NewSectionReader(st, start, end-start), end-start, func(line []byte) bool {
+		r := parseLine(line)
+		at := newer
+		if !r.TS.IsZero() {
+			at = r.TS.UnixMilli()
+			if !q.Since.IsZero() && r.TS.Before(q.Since) || at < floor {
+				return false // every record before it is older still
 			}
-			if !q.match(&r) {
-				return true
-			}
-			k.arena = append(double(k.arena, len(line)+1), line...)
-			k.arena = append(k.arena, '\n')
-			k.ends = append(double(k.ends, 1), int32(len(k.arena)))
-			k.at = append(double(k.at, 1), at)
-			done = q.Tail > 0 && len(k.at) >= q.Tail
-			return !done
-		})
-		if done {
-			break
+			newer = at
 		}
-	}
+		if !q.match(&r) {
+			return true
+		}
+		k.arena = append(double(k.arena, len(line)+1), line...)
+		k.arena = append(k.arena, '\n')
+		k.ends = append(double(k.ends, 1), int32(len(k.arena)))
+		k.at = append(double(k.at, 1), at)
+		return q.Tail <= 0 || len(k.at) < q.Tail
+	})
 	return k
 }
 

@@ -9,32 +9,17 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// states and lifecycles are every value the enum gauges report, so each
-// instance always has the same set of series and a change of state is a
-// change of value, not a series appearing. LifecycleUnknown is left out: it
-// only answers ids that do not exist, which a list never holds.
+// states, lifecycles and restartCauses are every value the enum gauges
+// and the restarts counter report (program's lists, read once: a scrape
+// of 10,000 instances reads them for each), so each instance always has
+// the same set of series and a change of state is a change of value, not
+// a series appearing. LifecycleUnknown is not among them: it only answers
+// ids that do not exist, which a list never holds.
 var (
-	states = []string{
-		program.StateStarting, program.StateRunning, program.StateBackoff, program.StateStopping,
-		program.StateStopped, program.StateExited, program.StateFatal,
-	}
-	lifecycles = []string{
-		program.LifecycleRunning, program.LifecycleIdle, program.LifecycleDone, program.LifecycleError,
-	}
+	states        = program.States()
+	lifecycles    = program.Lifecycles()
+	restartCauses = program.RestartCauses()
 )
-
-// restartCauses are the cause labels of tend_instance_restarts_total: the keys
-// of status.restarts.
-var restartCauses = []struct {
-	cause string
-	count func(program.Restarts) int
-}{
-	{program.ReasonCrash, func(r program.Restarts) int { return r.Crash }},
-	{program.ReasonCleanExit, func(r program.Restarts) int { return r.CleanExit }},
-	{program.ReasonRSSWatchdog, func(r program.Restarts) int { return r.RSSWatchdog }},
-	{program.ReasonWedgeRestart, func(r program.Restarts) int { return r.WedgeRestart }},
-	{program.ReasonOperatorRestart, func(r program.Restarts) int { return r.OperatorRestart }},
-}
 
 func instanceDesc(name, help string, extra ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, append([]string{"id", "program"}, extra...), nil)
@@ -160,9 +145,9 @@ func collectInstance(ch chan<- prometheus.Metric, st *program.Status) {
 	for _, l := range lifecycles {
 		gauge(descLifecycle, bool01(st.Lifecycle == l), l)
 	}
-	for _, rc := range restartCauses {
+	for _, c := range restartCauses {
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue,
-			float64(rc.count(st.Restarts)), id, prog, rc.cause)
+			float64(st.Restarts.Of(c)), id, prog, c)
 	}
 	gauge(descCrashCount, float64(st.CrashCount))
 	gauge(descDegraded, bool01(st.Degraded))

@@ -140,7 +140,7 @@ func TestParseOversized(t *testing.T) {
 	}
 }
 
-// Each assignment stands on its own (SPEC 7): a bad field is skipped, the
+// Each assignment stands on its own (docs/notify.md#fields): a bad field is skipped, the
 // others apply, and the datagram is not dropped.
 func TestParseBadFieldsStandAlone(t *testing.T) {
 	tests := []struct {

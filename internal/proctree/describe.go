@@ -10,7 +10,7 @@ import (
 
 // MaxMembers caps how many processes a run's status lists: a run that
 // forks without end (a fork bomb) must not make each status read ten
-// thousand files, nor the daemon hold them (SPEC 14). A run past it is
+// thousand files, nor the daemon hold them (docs/trust.md#floods). A run past it is
 // truncated.
 const MaxMembers = 1024
 

@@ -8,7 +8,7 @@ import (
 
 // Without cgroups, a run's process group is not all of it: a member that
 // called setsid() (a daemonizing tool, a browser's zygote) has left it.
-// Signal reaches those too, by the tree (SPEC 12's fallback).
+// Signal reaches those too, by the tree (docs/containment.md#without-cgroups).
 
 // Signal sends sig to every member of the run led by leader outside the
 // leader's process group (the caller signals the group itself, through the

@@ -1,14 +1,14 @@
 package program
 
 // ActOptions qualify an operator action (start, stop, restart) taken over
-// the API (SPEC 8, 9).
+// the API (docs/cli.md, docs/api.md).
 type ActOptions struct {
 	// Wait: answer only once every instance is done: running (and ready,
 	// with ready = "notify") or failed for start, every process gone for
 	// stop, both for restart. The caller's context bounds the wait.
 	Wait bool
 	// Now: a stop or restart skips the wait for an agent's turn to end
-	// (turn_grace, SPEC 13), also ending such a wait already under way.
+	// (turn_grace, docs/operations.md#turn-aware-stop), also ending such a wait already under way.
 	Now bool
 	// Labels narrow what the selector names to the instances whose
 	// program has every one of these labels (-l, ?label=).
@@ -31,7 +31,7 @@ type ActFailure struct {
 	Why string `json:"why"`
 }
 
-// Readiness answers GET /readyz (SPEC 9): whether every instance that
+// Readiness answers GET /readyz (docs/api.md#readyz): whether every instance that
 // should run (autostart, not stopped by the operator, not done) is running
 // and ready.
 type Readiness struct {

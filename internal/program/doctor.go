@@ -8,7 +8,7 @@ type DoctorReport struct {
 	Programs []*DoctorProgram `json:"programs"` // the most troubled first
 	Advice   []string         `json:"advice"`   // one line per kind of trouble
 	// Tracking is how the daemon tracks its runs now: TrackingCgroup or
-	// TrackingGroup (SPEC 12); TrackingWhy says why not cgroups, or what
+	// TrackingGroup (docs/containment.md); TrackingWhy says why not cgroups, or what
 	// they lack.
 	Tracking    string `json:"tracking"`
 	TrackingWhy string `json:"tracking_why,omitempty"`

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Event kinds (SPEC 5).
+// Event kinds (docs/events.md#kinds); Kinds lists them.
 const (
 	KindSpawned        = "spawned"
 	KindSpawnFailed    = "spawn_failed"
@@ -160,37 +160,48 @@ type (
 		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
 		// With PhaseStarted: how runs are tracked (TrackingCgroup, or
 		// TrackingGroup when cgroups are not used) and why, or what the
-		// cgroups lack (SPEC 5, 12).
+		// cgroups lack (docs/events.md, docs/containment.md).
 		Tracking    string `json:"tracking,omitempty"`
 		TrackingWhy string `json:"tracking_why,omitempty"`
 	}
 )
 
-// payloadFor returns a fresh payload for kind, for decoding.
+// kinds lists every event kind once, in the contract's order, with a
+// fresh payload of its type for decoding. Everything else that needs the
+// list (the CLI's formatting, the dashboard's subscription) reads Kinds.
+var kinds = []struct {
+	name    string
+	payload func() any
+}{
+	{KindSpawned, func() any { return &Spawned{} }},
+	{KindSpawnFailed, func() any { return &SpawnFailed{} }},
+	{KindExited, func() any { return &Exited{} }},
+	{KindBackoff, func() any { return &Backoff{} }},
+	{KindHealthWarn, func() any { return &HealthWarn{} }},
+	{KindWedged, func() any { return &Wedged{} }},
+	{KindRSSExceeded, func() any { return &RSSExceeded{} }},
+	{KindGaveUp, func() any { return &GaveUp{} }},
+	{KindStatusChanged, func() any { return &Status{} }},
+	{KindTrackedChanged, func() any { return &TrackedChanged{} }},
+	{KindDaemon, func() any { return &DaemonPhase{} }},
+}
+
+// Kinds is every event kind, in the contract's order.
+func Kinds() []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.name
+	}
+	return out
+}
+
+// payloadFor returns a fresh payload for kind, for decoding: a
+// *map[string]any for a kind this build does not know.
 func payloadFor(kind string) any {
-	switch kind {
-	case KindSpawned:
-		return &Spawned{}
-	case KindSpawnFailed:
-		return &SpawnFailed{}
-	case KindExited:
-		return &Exited{}
-	case KindBackoff:
-		return &Backoff{}
-	case KindHealthWarn:
-		return &HealthWarn{}
-	case KindWedged:
-		return &Wedged{}
-	case KindRSSExceeded:
-		return &RSSExceeded{}
-	case KindGaveUp:
-		return &GaveUp{}
-	case KindStatusChanged:
-		return &Status{}
-	case KindTrackedChanged:
-		return &TrackedChanged{}
-	case KindDaemon:
-		return &DaemonPhase{}
+	for _, k := range kinds {
+		if k.name == kind {
+			return k.payload()
+		}
 	}
 	return &map[string]any{}
 }

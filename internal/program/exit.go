@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Likely causes of a run's end (SPEC 3).
+// Likely causes of a run's end (docs/restarts.md#likely-causes).
 const (
 	CauseWedgeRestart    = "wedge_restart"
 	CauseOperatorRestart = "operator_restart"

@@ -13,6 +13,12 @@ var ErrBadID = errors.New("bad id")
 // InstanceID is the id of instance k of program name: "name:k".
 func InstanceID(name string, k int) string { return name + ":" + strconv.Itoa(k) }
 
+// InstanceBase names instance k of program name where a ':' does not go:
+// "name-k", its cgroup's directory and the base of its files (logs, output
+// FIFOs, notify socket). A program name has no ':', so it cannot be
+// confused with another instance's.
+func InstanceBase(name string, k int) string { return name + "-" + strconv.Itoa(k) }
+
 // Selector is what an id argument names: one instance, every instance of a
 // program (a bare name), or every instance ("all").
 type Selector struct {

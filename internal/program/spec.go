@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// NamePattern is the pattern every program name must match (SPEC 1):
+// NamePattern is the pattern every program name must match (docs/README.md#words):
 // ^[a-z0-9][a-z0-9_.-]{0,62}$. It is matched by hand: compiling it as a
 // regexp at init took a third of a millisecond of every tend exec, CLI
 // verbs included (name_test.go checks it against the regexp).
@@ -40,7 +40,12 @@ func (namePattern) String() string { return `^[a-z0-9][a-z0-9_.-]{0,62}$` }
 // and is not "all", which as an id means every instance.
 func ValidName(name string) bool { return name != "all" && NamePattern.MatchString(name) }
 
-// Restart policies (SPEC 2, 3).
+// MaxInstances bounds a program's instances, and so the fleet's records
+// kept per instance: wherever a count of instances is read (the config, the
+// API, the state kept across daemons), this is its limit.
+const MaxInstances = 10000
+
+// Restart policies (docs/config.md, docs/restarts.md#restart-policies).
 const (
 	RestartAlways    = "always"     // every end of a run restarts
 	RestartOnFailure = "on-failure" // clean exits end the instance as exited
@@ -64,12 +69,16 @@ type Spec struct {
 	Env     map[string]string // added to tend's own environment, after EnvFile's
 	EnvFile string            // absolute path of a KEY=VALUE file read at load; "" = none (its values are already in Env)
 
-	Instances     int               // >= 1 (0 is allowed over the API only as "none")
-	Agent         bool              // an AI agent: status reports turns
-	TurnIdleAfter time.Duration     // silence after which an agent is idle; default 10s
-	TurnGrace     time.Duration     // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
-	User, Group   string            // run as this account (tend must be root)
-	Labels        map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
+	Instances     int           // >= 1 (0 is allowed over the API only as "none")
+	Agent         bool          // an AI agent: status reports turns
+	TurnIdleAfter time.Duration // silence after which an agent is idle; default 10s
+	TurnGrace     time.Duration // an operator stop or restart waits this long for an agent's turn to end; default 0 (no wait)
+	User, Group   string        // run as this account (tend must be root)
+	// Tty runs each run in a pseudo-terminal tend holds (docs/terminal.md),
+	// TtyCols x TtyRows until a client resizes it (default 120x40).
+	Tty              bool
+	TtyCols, TtyRows int
+	Labels           map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
 
 	// RemoveOnExit: the program is removed (with its logs, cgroup and
 	// records) once every instance has ended and will not restart. Set
@@ -99,7 +108,7 @@ type Spec struct {
 
 	RSSExitCode   int           // default 12
 	MaxRSS        int64         // bytes; 0 = no memory watchdog
-	MemoryMax     int64         // bytes; the run's cgroup memory.max (SPEC 12); 0 = no limit
+	MemoryMax     int64         // bytes; the run's cgroup memory.max (docs/containment.md#memory); 0 = no limit
 	RSSBackoff    time.Duration // default 30s
 	RSSLoopBudget int           // default 3
 	RSSLoopWindow time.Duration // default 10m
@@ -127,9 +136,15 @@ type Probe struct {
 
 // Logs configures the captured-output files of each instance.
 type Logs struct {
-	MaxSize  int64 // bytes per file before rotation; default 50MiB
+	MaxSize  int64 // bytes per file, at which it rotates; default DefaultLogSize, at least MinLogSize
 	MaxFiles int   // rotated files kept; default 5
 }
+
+// Bounds of Logs.MaxSize.
+const (
+	MinLogSize     = 4 << 10  // smaller files would rotate every few lines
+	DefaultLogSize = 50 << 20 // when none is given
+)
 
 // Argv is the argument vector a run executes.
 func (s *Spec) Argv() []string {
@@ -139,7 +154,7 @@ func (s *Spec) Argv() []string {
 	return s.Command
 }
 
-// IsCleanCode reports whether code counts as a clean exit (row 3 of SPEC 3).
+// IsCleanCode reports whether code counts as a clean exit (row 3 of docs/restarts.md#the-four-rows).
 func (s *Spec) IsCleanCode(code int) bool { return contains(s.CleanExitCodes, code) }
 
 // IsFatalCode reports whether code means "do not restart".
@@ -154,7 +169,7 @@ func contains(list []int, v int) bool {
 	return false
 }
 
-// Cgroup modes of [daemon] cgroup besides a directory (SPEC 12).
+// Cgroup modes of [daemon] cgroup besides a directory (docs/containment.md#the-cgroup-setting).
 const (
 	CgroupAuto = "auto" // use cgroup v2 where tend may create groups below its own
 	CgroupOff  = "off"  // never: process groups and trees only

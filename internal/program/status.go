@@ -2,7 +2,7 @@ package program
 
 import "time"
 
-// Fine states of an instance (SPEC 6), supervisord's names.
+// Fine states of an instance (docs/status.md#state-and-lifecycle), supervisord's names.
 const (
 	StateStarting = "starting"
 	StateRunning  = "running"
@@ -13,18 +13,29 @@ const (
 	StateFatal    = "fatal"
 )
 
-// Coarse lifecycles (SPEC 6).
+// States is every fine state, in the order of an instance's life.
+func States() []string {
+	return []string{StateStarting, StateRunning, StateBackoff, StateStopping, StateStopped, StateExited, StateFatal}
+}
+
+// Coarse lifecycles (docs/status.md#state-and-lifecycle).
 const (
 	LifecycleRunning = "running"
 	LifecycleIdle    = "idle"
 	LifecycleDone    = "done"
 	LifecycleError   = "error"
-	LifecycleUnknown = "unknown"
+	LifecycleUnknown = "unknown" // only the answer for an id that does not exist
 )
+
+// Lifecycles is every lifecycle an instance can be in (LifecycleUnknown
+// aside: no instance is ever in it).
+func Lifecycles() []string {
+	return []string{LifecycleRunning, LifecycleIdle, LifecycleDone, LifecycleError}
+}
 
 // Process tracking modes.
 const (
-	TrackingCgroup = "cgroup" // the members of the run's cgroup (SPEC 12)
+	TrackingCgroup = "cgroup" // the members of the run's cgroup (docs/containment.md)
 	TrackingGroup  = "group"
 	TrackingTree   = "tree"
 	TrackingNone   = "none"
@@ -37,6 +48,29 @@ type Restarts struct {
 	RSSWatchdog     int `json:"rss_watchdog"`
 	WedgeRestart    int `json:"wedge_restart"`
 	OperatorRestart int `json:"operator_restart"`
+}
+
+// RestartCauses are the causes Restarts counts, in its fields' order: the
+// keys of a status's restarts object.
+func RestartCauses() []string {
+	return []string{ReasonCrash, ReasonCleanExit, ReasonRSSWatchdog, ReasonWedgeRestart, ReasonOperatorRestart}
+}
+
+// Of is the count of one of RestartCauses; 0 for anything else.
+func (r Restarts) Of(cause string) int {
+	switch cause {
+	case ReasonCrash:
+		return r.Crash
+	case ReasonCleanExit:
+		return r.CleanExit
+	case ReasonRSSWatchdog:
+		return r.RSSWatchdog
+	case ReasonWedgeRestart:
+		return r.WedgeRestart
+	case ReasonOperatorRestart:
+		return r.OperatorRestart
+	}
+	return 0
 }
 
 // Total is the sum over every cause.
@@ -71,7 +105,7 @@ type Wedge struct {
 }
 
 // Status is the one answer to "is this instance alive and what is it doing"
-// (SPEC 6).
+// (docs/status.md).
 type Status struct {
 	ID       string `json:"id"`
 	Program  string `json:"program"`
@@ -95,7 +129,7 @@ type Status struct {
 	LastExit    *LastExit         `json:"last_exit"`
 	NextStartAt Time              `json:"next_start_at"`
 	// TurnWaitUntil: an operator stop or restart waits for the agent's turn
-	// to end until then (turn_grace, SPEC 13); absent otherwise.
+	// to end until then (turn_grace, docs/operations.md#turn-aware-stop); absent otherwise.
 	TurnWaitUntil *Time     `json:"turn_wait_until,omitempty"`
 	Why           string    `json:"why"`
 	RSSBytes      int64     `json:"rss_bytes"`
@@ -105,6 +139,7 @@ type Status struct {
 	Processes     []Process `json:"processes"`
 	Truncated     bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
 	Tracking      string    `json:"tracking"`
+	TTY           *TTY      `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
 	ComputedAt    Time      `json:"computed_at"`
 }
 
@@ -121,7 +156,7 @@ type Snapshot struct {
 	Stopping   string           // why a stop is under way: stop, restart, wedge, rss, start_timeout
 	LastOutput func() time.Time // when the instance last wrote output
 	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
-	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (SPEC 13)
+	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (docs/operations.md#turn-aware-stop)
 	// Members, when set, reads the run's processes (its cgroup's, with
 	// cgroups) as of asOf; a sample taken as of less than maxAge before asOf
 	// may be reused. A listing passes its own start as asOf, so the samples
@@ -139,10 +174,10 @@ type Members struct {
 	Truncated bool   // Procs holds only the first of too many
 }
 
-// DefaultTurnIdleAfter is turn_idle_after's default (SPEC 2).
+// DefaultTurnIdleAfter is turn_idle_after's default (docs/config.md).
 const DefaultTurnIdleAfter = 10 * time.Second
 
-// TurnActive is an agent's turn (SPEC 6): what X_TEND_TURN last said once
+// TurnActive is an agent's turn (docs/status.md#agents-and-their-turns): what X_TEND_TURN last said once
 // the agent sends it (turn non-nil), else whether it wrote output within
 // idleAfter of now.
 func TurnActive(turn *bool, lastOutput time.Time, idleAfter time.Duration, now time.Time) bool {

@@ -136,6 +136,19 @@ func (r *Reaper) Spawn(fork func() (int, error), owner Owner, killGroup bool) (i
 	return pid, nil
 }
 
+// Run forks a child with fork, registered as Spawn does, and returns its
+// status once the drain has collected it: for a short command of the
+// daemon's own, which must not wait for its child itself (its wait and
+// the drain's would steal each other's children). The drain loop must be
+// running (Start).
+func (r *Reaper) Run(fork func() (int, error)) (Status, error) {
+	done := make(chan Status, 1)
+	if _, err := r.Spawn(fork, func(s Status) { done <- s }, false); err != nil {
+		return Status{}, err
+	}
+	return <-done, nil
+}
+
 // ErrGone is returned by Signal for a pid that is no longer registered: it
 // has been reaped (or was never ours), so its number may belong to a stranger.
 var ErrGone = errors.New("process already reaped")

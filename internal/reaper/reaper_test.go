@@ -256,7 +256,7 @@ func TestInChildAnAdoptedRunsStragglersEndWithIt(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("no exit of the adopted run")
 		}
-		testutil.Eventually(t, "the adopted run's straggler to end", func() bool { return !liveProcess(bg) })
+		testutil.Eventually(t, "the adopted run's straggler to end", func() bool { return !testutil.Alive(bg) })
 	}
 	testutil.Eventually(t, "no children left", func() bool { return len(children(t)) == 0 })
 }
@@ -265,15 +265,4 @@ func readPid(path string) int {
 	b, _ := os.ReadFile(path)
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
-}
-
-// liveProcess reports whether pid exists and is not a zombie.
-func liveProcess(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }

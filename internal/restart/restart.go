@@ -1,6 +1,6 @@
 // Package restart is tend's restart policy, apart from the mechanism: given a
 // program's Spec, an instance's History, how its run ended and the time, Decide
-// says what the end was (likely cause, row of SPEC 3), what it did to the
+// says what the end was (likely cause, row of docs/restarts.md#the-four-rows), what it did to the
 // counts and budgets, and what happens next (restart after a delay, stop,
 // exited, fatal). It is pure: no clock, no randomness, no I/O of its own; the
 // caller owns the History (the instance's supervisor goroutine) and passes now.
@@ -52,14 +52,14 @@ type History struct {
 }
 
 // SpawnFloor is the least a failed spawn waits before the next, whatever the
-// backoff (SPEC 3): a misconfigured program can never spin the daemon.
+// backoff (docs/restarts.md#the-crash-backoff): a misconfigured program can never spin the daemon.
 const SpawnFloor = 100 * time.Millisecond
 
-// Decision is the verdict on one end of a run. Events follow SPEC 11's
+// Decision is the verdict on one end of a run. Events follow docs/events.md's
 // order: exited (with Cause, CrashCount), then Warn, then Backoff or GaveUp.
 type Decision struct {
 	Cause      string // likely_cause
-	Row        int    // 1..4 of SPEC 3; 0 for a stop or a fatal exit code
+	Row        int    // 1..4 of docs/restarts.md#the-four-rows; 0 for a stop or a fatal exit code
 	CrashCount int
 	Warn       *program.HealthWarn
 	Next       Next
@@ -68,7 +68,7 @@ type Decision struct {
 	GaveUp     *program.GaveUp  // set exactly when Next is NextFatal
 }
 
-// Decide applies SPEC 3 to one end of a run and updates h. rnd returns a
+// Decide applies docs/restarts.md to one end of a run and updates h. rnd returns a
 // number in [0, 1) for the backoff jitter.
 func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now time.Time, rnd func() float64) Decision {
 	d := Decision{Cause: Cause(s, end, intent)}
@@ -154,7 +154,7 @@ func decideClean(s *program.Spec, h *History, now time.Time, d *Decision) {
 	d.Backoff = &program.Backoff{Reason: program.ReasonCleanExit}
 }
 
-// The daemon could not make the run (SPEC 3, daemon_resources): not the
+// The daemon could not make the run (docs/restarts.md#daemon-resources): not the
 // program's crash, so crash_count stays, but the retries follow the crash
 // curve (by consecutive failures) and each one warns.
 func decideResources(s *program.Spec, h *History, rnd func() float64, d *Decision) {
@@ -219,7 +219,7 @@ func CrashBackoff(s *program.Spec, crashCount int, rnd func() float64) time.Dura
 	return time.Duration(d)
 }
 
-// Cause is the likely_cause of an end (SPEC 3).
+// Cause is the likely_cause of an end (docs/restarts.md#likely-causes).
 func Cause(s *program.Spec, end program.Exit, intent Intent) string {
 	switch intent {
 	case IntentOperatorRestart:

@@ -10,7 +10,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// spec is a program at SPEC 2's defaults, with jitter off so backoffs are exact.
+// spec is a program at docs/config.md's defaults, with jitter off so backoffs are exact.
 func spec(mod ...func(*program.Spec)) *program.Spec {
 	s := &program.Spec{
 		Name: "w", Command: []string{"w"}, Instances: 1, Restart: program.RestartAlways,
@@ -350,7 +350,7 @@ func TestAdoptedRunsEndAsUnknownCrashes(t *testing.T) {
 }
 
 func TestRow4BackoffCountsFromTheRunsStart(t *testing.T) {
-	// SPEC 3 row 4 as amended: the backoff spaces starts. A 2.5 s run
+	// docs/restarts.md#the-crash-backoff, row 4: the backoff spaces starts. A 2.5 s run
 	// killed with backoff_initial 2s restarts at once; the next, short one
 	// waits what is left of 4 s; a run of an hour comes back at once even
 	// though it is the third crash of a short history.

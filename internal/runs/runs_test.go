@@ -9,19 +9,12 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/statedir"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 var t0 = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 
-func openDir(t *testing.T) *statedir.Dir {
-	t.Helper()
-	d, err := statedir.Open(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
+const journalName = FileName + ".log"
 
 func load(t *testing.T, d *statedir.Dir) Loaded {
 	t.Helper()
@@ -41,7 +34,7 @@ func ids(recs []Record) []string {
 }
 
 func TestRecordsSurviveAndCoalesce(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	if l := load(t, d); l.Records != nil || l.Problems != nil {
 		t.Fatalf("missing file: %+v", l)
 	}
@@ -65,7 +58,7 @@ func TestRecordsSurviveAndCoalesce(t *testing.T) {
 }
 
 func TestASpawnIsRecordedBeforeSetReturns(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	f := Open(d, nil)
 	defer f.Close()
 	f.Set(Record{ID: "w:0", PID: 42, StartTicks: 7, Run: 1})
@@ -88,7 +81,7 @@ func TestASpawnIsRecordedBeforeSetReturns(t *testing.T) {
 // TestOpenKeepsWhatWasLoaded: the records no instance has claimed yet are
 // written back, never replaced by an empty list.
 func TestOpenKeepsWhatWasLoaded(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	f := Open(d, []Record{{ID: "a:0", PID: 10, StartTicks: 1}, {ID: "b:0", PID: 11, StartTicks: 2}})
 	f.Close()
 	f = Open(d, load(t, d).Records)
@@ -117,7 +110,7 @@ func writeRecords(t *testing.T, d *statedir.Dir, n int) {
 }
 
 func TestACorruptRunsJSONIsSetAsideAndReadAsFarAsItCan(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	writeRecords(t, d, 3)
 	b, _ := d.ReadFile(FileName)
 	lines := strings.Split(string(b), "\n")
@@ -149,7 +142,7 @@ func TestACorruptRunsJSONIsSetAsideAndReadAsFarAsItCan(t *testing.T) {
 }
 
 func TestATruncatedRunsJSONLosesNothingWithItsJournal(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	writeRecords(t, d, 3)
 	b, _ := d.ReadFile(FileName)
 	os.WriteFile(d.Join(FileName), b[:len(b)/3], 0o600)
@@ -171,7 +164,7 @@ func TestATruncatedRunsJSONLosesNothingWithItsJournal(t *testing.T) {
 // TestSymlinksAreNeverFollowed: runs.json and its journal planted as
 // symlinks to a file elsewhere: the target is neither read nor written.
 func TestSymlinksAreNeverFollowed(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	target := filepath.Join(t.TempDir(), "precious")
 	os.WriteFile(target, []byte(`[{"id":"x:0","pid":1,"start_ticks":1}]`), 0o600)
 	os.Symlink(target, d.Join(FileName))
@@ -206,7 +199,7 @@ func TestFormatParsesBack(t *testing.T) {
 // something that is not a file (here a FIFO, which must not block the
 // read either): set aside, and every record comes from the journal.
 func TestTheJournalIsAppliedWhenRunsJSONCannotBeRead(t *testing.T) {
-	d := openDir(t)
+	d := testutil.StateDir(t)
 	writeRecords(t, d, 2)
 	os.Remove(d.Join(FileName))
 	if err := d.Mkfifo(FileName, 0o600); err != nil {

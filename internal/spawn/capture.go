@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"io"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,7 +180,7 @@ func baseName(id string) string {
 	if !ok {
 		return id
 	}
-	return name + "-" + strconv.Itoa(k)
+	return program.InstanceBase(name, k)
 }
 
 // addWaiting puts o on the list of outputs to resume when room frees.

@@ -75,7 +75,7 @@ func forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 }
 
 // restoreLimits gives a run the descriptor limit tend itself was started
-// with when tend raised its own for a big fleet (SPEC 14): Go puts the
+// with when tend raised its own for a big fleet (docs/trust.md#limits): Go puts the
 // original back in a child only while the process's limit is the one Go
 // set at start. The run's first instructions run with the raised limit;
 // nothing between fork and exec can be added to syscall.ForkExec.

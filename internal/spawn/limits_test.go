@@ -16,7 +16,7 @@ import (
 )
 
 // Runs get the descriptor limit tend was started with, not the one it
-// raised for a big fleet (SPEC 14). The limit is process-wide, so the test
+// raised for a big fleet (docs/trust.md#limits). The limit is process-wide, so the test
 // runs in a re-executed copy of this binary.
 func TestRunsGetTheLimitTendWasStartedWith(t *testing.T) {
 	if os.Getenv("TEND_LIMITS_CHILD") == "" {
@@ -42,15 +42,15 @@ func TestRunsGetTheLimitTendWasStartedWith(t *testing.T) {
 	if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &started, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := limits.Raise(lim.Max)
-	if err != nil || !res.Changed {
-		t.Fatalf("Raise: %+v %v", res, err)
-	}
 	r := reaper.New()
 	if err := r.Start(false); err != nil {
 		t.Fatal(err)
 	}
 	defer r.Stop()
+	res, err := limits.Raise(lim.Max, r)
+	if err != nil || !res.Changed {
+		t.Fatalf("Raise: %+v %v", res, err)
+	}
 	file := filepath.Join(t.TempDir(), "ulimit")
 	exited := make(chan reaper.Status, 1)
 	// The limit is set on the run just after its exec (nothing can run in

@@ -1,5 +1,5 @@
 // Package statedir opens tend's state directory and the files in it without
-// ever following a symlink (SPEC 14). tend often runs as root, and a state
+// ever following a symlink (docs/trust.md#state-directory). tend often runs as root, and a state
 // directory may sit in a folder others can write (a shared project, a
 // scratch area): whoever can plant "tend.lock -> /etc/shadow" there must not
 // make tend truncate the target, nor a log symlinked to a dotfile collect a
@@ -11,6 +11,12 @@
 // (openat, mkdirat, renameat, unlinkat, mknodat), by a single path component.
 // A path that is not a regular file where one is expected (a FIFO planted
 // where a log goes, say) is refused too, without blocking on it.
+//
+// It also holds, once, the rules of the files tend keeps there for the
+// next daemon (runs.json, programs.json, ...): their form, one record a
+// line, a damaged one set aside and never written over (lines.go), and
+// the journaled Table for records that change many times a second
+// (table.go).
 package statedir
 
 import (
@@ -181,7 +187,9 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 
 // WriteFileAtomic replaces name with data, mode perm, so that a reader sees
 // the old file or the new one, never a torn one: a fresh temporary file,
-// written, (with sync) flushed to disk, then renamed over name.
+// written, (with sync) flushed to disk, then renamed over name, and (with
+// sync) the directory flushed too, so that the new file is there after a
+// power cut as well.
 func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode, sync bool) error {
 	if err := component(name); err != nil {
 		return err
@@ -205,8 +213,14 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode, sync b
 	}
 	if err != nil {
 		_ = unix.Unlinkat(d.fd, tmp, 0)
+		return err
 	}
-	return err
+	if sync {
+		if err := unix.Fsync(d.fd); err != nil {
+			return &fs.PathError{Op: "fsync", Path: d.path, Err: err}
+		}
+	}
+	return nil
 }
 
 // Rename renames oldName to newName, both in the directory; a symlink at

@@ -54,7 +54,7 @@ func (m *Manager) claimLocked(id string) (Adoption, bool) {
 // read again, and its watchdogs start over. False if it cannot be verified:
 // then it is left alone, never signalled, and the instance starts afresh.
 func (in *Instance) adoptRun(a Adoption) bool {
-	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, in.deliverExit)
+	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, in.putExit)
 	if err != nil {
 		return false
 	}

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 )
 
-// Containment (SPEC 12): a run is every process it starts. With cgroups
+// Containment (docs/containment.md): a run is every process it starts. With cgroups
 // each instance has a group of its own, NAME-K below the daemon's tree: a
 // run is placed in it at fork, a stop signals every member and kills the
 // group after stop_grace, and a run has ended only once its group is empty
@@ -25,10 +24,10 @@ import (
 // (signalRun, sweep).
 
 // containment is an instance's cgroup, if it has one. Its fields are the
-// loop's, except those the watcher and the broker reach (noted).
+// loop's, except members (the broker's, under its own lock); the watcher
+// reaches the instance through its inbox.
 type containment struct {
 	group   *cgroup.Group // nil without cgroups
-	emptied chan struct{} // capacity 1: the group became empty (from the watcher)
 	unwatch func()        // ends the watch of a draining run
 	drains  int           // re-kills of the draining run's group so far
 	members *memberCache  // the broker's samples of the group's processes
@@ -40,8 +39,7 @@ func (in *Instance) initContainment() {
 	if t == nil {
 		return
 	}
-	in.group = t.Group(in.spec.Name + "-" + strconv.Itoa(in.k))
-	in.emptied = make(chan struct{}, 1)
+	in.group = t.Group(program.InstanceBase(in.spec.Name, in.k))
 	in.members = &memberCache{g: in.group, tree: t, describe: in.deps.Tree}
 }
 
@@ -53,7 +51,7 @@ func (in *Instance) prepareGroup() (*os.File, error) {
 		return nil, nil
 	}
 	in.members.reset()
-	f, err := in.group.Prepare(in.spec.MemoryMax)
+	f, err := in.group.Prepare(cgroup.LimitsOf(in.spec))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
@@ -95,12 +93,9 @@ func (in *Instance) drain(st reaper.Status) bool {
 		}
 		in.cur.reaped = &st
 		in.stopHealth()
-		if in.emptied == nil {
-			in.emptied = make(chan struct{}, 1)
-		}
 		go func() {
-			waitGone(left, drainCheck*drainTries, in.emptied)
-			in.poke()
+			waitGone(left, drainCheck*drainTries)
+			in.putEmptied()
 		}()
 		return false
 	}
@@ -113,11 +108,7 @@ func (in *Instance) drain(st reaper.Status) bool {
 	if in.unwatch == nil {
 		stop, err := in.group.Watch(func(populated bool) {
 			if !populated {
-				select {
-				case in.emptied <- struct{}{}:
-				default:
-				}
-				in.poke()
+				in.putEmptied()
 			}
 		})
 		if err == nil {
@@ -140,8 +131,6 @@ const (
 	drainCheck = 2 * time.Second
 	drainTries = 5
 )
-
-func (in *Instance) emptiedC() <-chan struct{} { return in.emptied }
 
 // onEmptied finishes the draining run once its group is empty (or, without
 // cgroups, its last processes are gone).
@@ -185,10 +174,7 @@ func (in *Instance) stopDrain() {
 		in.unwatch = nil
 	}
 	in.drains = 0
-	select { // a notice of this drain must not end the next
-	case <-in.emptied:
-	default:
-	}
+	in.drop(func(m *mail) { m.emptied = false }) // a notice of this drain must not end the next
 }
 
 // sweep ends what an ended run left behind outside its group, without
@@ -205,15 +191,9 @@ func (in *Instance) sweep(pid int) []int {
 	return append(left, orphans...)
 }
 
-// waitGone sends on done once every process of pids has exited (through a
-// pidfd each: a zombie counts as gone), or after bound.
-func waitGone(pids []int, bound time.Duration, done chan<- struct{}) {
-	defer func() {
-		select {
-		case done <- struct{}{}:
-		default:
-		}
-	}()
+// waitGone returns once every process of pids has exited (through a pidfd
+// each: a zombie counts as gone), or after bound.
+func waitGone(pids []int, bound time.Duration) {
 	var fds []unix.PollFd
 	for _, pid := range pids {
 		if fd, err := unix.PidfdOpen(pid, 0); err == nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// Without cgroups (SPEC 12's fallback), a stop or restart reaches what left
+// Without cgroups (docs/containment.md#without-cgroups), a stop or restart reaches what left
 // the run's process group with setsid, through a fresh sample of its tree.
 
 // withArgs lists the live processes whose command line is exactly argv.

@@ -43,6 +43,11 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	testReaperOnce.Do(func() {
+		// As the daemon does first thing: a forker thread started later, by
+		// the first fork, would copy a descriptor table that already holds
+		// that fork's own exec-shim socket (and keep the shim's report from
+		// ever ending).
+		spawn.StartForker()
 		testReaper = reaper.New()
 		if err := testReaper.Start(false); err != nil {
 			t.Fatal(err)
@@ -152,7 +157,7 @@ func (h *harness) dump() string {
 	return b.String()
 }
 
-// spec is a program at SPEC defaults with test-sized timings.
+// spec is a program at documented defaults (docs/config.md) with test-sized timings.
 func spec(name string, argv ...string) program.Spec {
 	return program.Spec{
 		Name: name, Command: argv, Cwd: os.TempDir(), Instances: 1, Restart: program.RestartAlways,
@@ -168,15 +173,7 @@ func spec(name string, argv ...string) program.Spec {
 }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
+func alive(pid int) bool { return testutil.Alive(pid) }
 
 // groupMembers lists live processes whose process group is pgid.
 func groupMembers(pgid int) []int {

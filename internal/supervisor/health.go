@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,16 +16,15 @@ import (
 )
 
 // health is an instance's notify socket, readiness and watchdogs. Like the
-// rest of the Instance, it belongs to the loop goroutine, except noted
-// (the socket's handler) and probeDone, written from elsewhere.
+// rest of the Instance, it belongs to the loop goroutine, except mem (the
+// memory sampler's atomics); what the socket and the probes deliver comes
+// through the inbox.
 type health struct {
-	noted     noted            // messages from the notify socket, merged while the loop is busy
-	sock      *notify.Socket   // the current run's socket; nil when no run (or none could be had)
-	ticker    *time.Ticker     // the 1 s checks while a run is in place
-	startT    *time.Timer      // start_timeout, with ready = "notify"
-	probeT    *time.Ticker     // the liveness probe's interval
-	probeDone chan probeResult // results of the probe in flight
-	probing   bool             // a probe is in flight
+	sock    *notify.Socket // the current run's socket; nil when no run (or none could be had)
+	checkT  *time.Timer    // the next look at the wedge sources (armCheck); nil when none is due
+	startT  *time.Timer    // start_timeout, with ready = "notify"
+	probeT  *time.Ticker   // the liveness probe's interval
+	probing bool           // a probe is in flight
 
 	statusText string // the last STATUS= of the current run
 	turnSet    bool   // X_TEND_TURN seen in this run: it alone decides the agent's turn from now on
@@ -35,39 +32,6 @@ type health struct {
 
 	r   runHealth // reset at every spawn
 	mem memState  // shared with the manager's memory watchdog
-}
-
-// noted holds what the notify socket delivered and the loop has not taken
-// yet. The socket's handler (on the epoll loop) must never block and a
-// message must never be lost (a lost READY=1 would become a start_timeout
-// crash), so a message that finds the loop busy is merged into the pending
-// one rather than queued or dropped: the loop then applies the sum.
-type noted struct {
-	mu      sync.Mutex      // guards pending
-	pending *notify.Message // nil when nothing waits
-	sig     chan struct{}   // capacity 1: something waits; made with the first socket
-}
-
-func (n *noted) put(m *notify.Message) {
-	n.mu.Lock()
-	if n.pending == nil {
-		n.pending = m
-	} else {
-		mergeMessage(n.pending, m)
-	}
-	n.mu.Unlock()
-	select {
-	case n.sig <- struct{}{}:
-	default: // already signalled; the loop takes the merged message
-	}
-}
-
-func (n *noted) take() *notify.Message {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	m := n.pending
-	n.pending = nil
-	return m
 }
 
 // mergeMessage folds later into m as if both had been applied in order:
@@ -122,18 +86,6 @@ type probeResult struct {
 	err error
 }
 
-// initHealth makes the channels the spec uses, and only those: each channel
-// the loop selects on holds a waiter record while the loop sleeps, a
-// thousand of them for nothing.
-func (in *Instance) initHealth() {
-	if in.spec.MaxRSS > 0 {
-		in.mem.over = make(chan memOver, 1)
-	}
-	if in.spec.Probe != nil {
-		in.probeDone = make(chan probeResult, 1)
-	}
-}
-
 // openNotify gives the run about to start its own NOTIFY_SOCKET. The socket
 // lives only while a run does: a stopped instance holds no descriptor. A
 // failure for want of the daemon's resources fails the spawn (the
@@ -149,10 +101,7 @@ func (in *Instance) openNotify() error {
 		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
 		own = int(cred.Uid) == os.Geteuid()
 	}
-	if in.noted.sig == nil {
-		in.noted.sig = make(chan struct{}, 1)
-	}
-	sock, err := notify.ListenOptions(in.notifyPath(own), func(m notify.Message) { in.noted.put(&m); in.poke() }, opts)
+	sock, err := notify.ListenOptions(in.notifyPath(own), in.putNote, opts)
 	if err != nil {
 		if restart.DaemonFault(err) {
 			return fmt.Errorf("notify socket: %w", err)
@@ -169,7 +118,7 @@ func (in *Instance) openNotify() error {
 // cannot enter the state directory) or the path would pass sun_path's limit,
 // there named by a digest when even that is too long.
 func (in *Instance) notifyPath(own bool) string {
-	name := in.spec.Name + "-" + strconv.Itoa(in.k) + ".sock"
+	name := program.InstanceBase(in.spec.Name, in.k) + ".sock"
 	if p := filepath.Join(in.deps.NotifyDir, name); own && len(p) <= maxSocketPath || in.deps.ShortDir == "" {
 		return p
 	}
@@ -190,16 +139,7 @@ func (in *Instance) closeNotify() {
 		in.sock.Close()
 		in.sock = nil
 	}
-	in.noted.take() // what an ended run said no longer matters
-}
-
-func (in *Instance) noteC() <-chan struct{} { return in.noted.sig }
-
-// onNotes applies what the notify socket delivered since the last time.
-func (in *Instance) onNotes() {
-	if m := in.noted.take(); m != nil {
-		in.onNotify(*m)
-	}
+	in.drop(func(m *mail) { m.note = nil }) // what an ended run said no longer matters
 }
 
 // runEnv is the environment of a run (and of a probe): built when needed
@@ -229,7 +169,7 @@ func (in *Instance) startHealth(now time.Time) {
 		in.startT = time.NewTimer(s.StartTimeout)
 	}
 	if s.Watchdog > 0 || s.IdleOutputTimeout > 0 || s.Probe != nil {
-		in.ticker = time.NewTicker(time.Second)
+		in.armCheck(now)
 	}
 	if in.cur != nil {
 		in.mem.pid.Store(int64(in.cur.pid))
@@ -242,10 +182,7 @@ func (in *Instance) startHealth(now time.Time) {
 // stopHealth disarms everything; a probe in flight reports to nobody.
 func (in *Instance) stopHealth() {
 	in.mem.pid.Store(0)
-	if in.ticker != nil {
-		in.ticker.Stop()
-		in.ticker = nil
-	}
+	in.stopCheck()
 	if in.startT != nil {
 		in.startT.Stop()
 		in.startT = nil
@@ -256,11 +193,18 @@ func (in *Instance) stopHealth() {
 	}
 }
 
-func (in *Instance) tickC() <-chan time.Time {
-	if in.ticker == nil {
+func (in *Instance) stopCheck() {
+	if in.checkT != nil {
+		in.checkT.Stop()
+		in.checkT = nil
+	}
+}
+
+func (in *Instance) checkC() <-chan time.Time {
+	if in.checkT == nil {
 		return nil
 	}
-	return in.ticker.C
+	return in.checkT.C
 }
 
 func (in *Instance) startC() <-chan time.Time {
@@ -297,9 +241,7 @@ func (in *Instance) onNotify(m notify.Message) {
 	if m.WatchdogUSec != nil {
 		in.r.watchdog = time.Duration(*m.WatchdogUSec) * time.Microsecond
 		in.r.heartbeat = now
-		if in.r.watchdog > 0 && in.ticker == nil { // armed by a program without `watchdog`
-			in.ticker = time.NewTicker(time.Second)
-		}
+		in.armCheck(now) // armed (maybe by a program without `watchdog`), changed or taken away
 	}
 	if m.Watchdog {
 		in.r.heartbeat = now
@@ -348,14 +290,24 @@ func (in *Instance) onOverMem(o memOver) {
 	in.endWith(restart.IntentRSSDrain, in.spec.StopSignal, in.spec.StopGrace) // memory never waits for a turn
 }
 
-// checkHealth is the once-a-second look at whether a run is wedged.
+// checkHealth looks at whether the run is wedged, then sets the next look.
 func (in *Instance) checkHealth() {
 	r := in.cur
 	if r == nil || r.signalled {
+		in.checkT = nil // spent: nothing to watch
 		return
 	}
 	now := time.Now()
-	if in.state != program.StateRunning || now.Sub(r.started) < in.spec.WedgeStartupGrace {
+	in.observeWedge(now)
+	if !r.signalled { // a wedge restart stopped the checks
+		in.armCheck(now)
+	}
+}
+
+// observeWedge counts one observation of the run: wedge_checks of them
+// in a row, one check apart, and the run is wedged.
+func (in *Instance) observeWedge(now time.Time) {
+	if in.state != program.StateRunning || now.Sub(in.cur.started) < in.spec.WedgeStartupGrace {
 		in.r.streak = 0
 		return
 	}
@@ -367,6 +319,36 @@ func (in *Instance) checkHealth() {
 	if in.r.streak++; in.r.streak >= in.spec.WedgeChecks {
 		in.wedged(now, source, detail)
 	}
+}
+
+// checkEvery is the cadence of the wedge checks: of the idle output and
+// probe sources, and of the observations wedge_checks counts.
+const checkEvery = time.Second
+
+// armCheck sets the next look at the wedge sources: checkEvery from now,
+// or sooner, the moment the watchdog's deadline passes (a 2 s watchdog
+// fires at 2 s, not at the next whole second), or only then when the
+// watchdog is all there is to watch. Once an observation found the run
+// wedged, the next ones (wedge_checks) come checkEvery apart.
+func (in *Instance) armCheck(now time.Time) {
+	s, d := in.spec, checkEvery
+	if in.r.watchdog <= 0 && s.IdleOutputTimeout <= 0 && s.Probe == nil {
+		in.stopCheck() // a WATCHDOG_USEC=0 took the last source away
+		return
+	}
+	if w := in.r.watchdog; w > 0 && in.r.streak == 0 {
+		// observe wants more than w of silence, and nothing counts before
+		// the startup grace ends.
+		due := max(in.r.heartbeat.Add(w+time.Millisecond).Sub(now), in.cur.started.Add(s.WedgeStartupGrace).Sub(now))
+		if due > 0 && (due < d || s.IdleOutputTimeout <= 0 && s.Probe == nil) {
+			d = due
+		}
+	}
+	if in.checkT == nil {
+		in.checkT = time.NewTimer(d)
+		return
+	}
+	in.checkT.Reset(d) // since Go 1.23 Reset also drops a stale expiry
 }
 
 // observe asks each wedge source whether the run is making progress.
@@ -432,10 +414,7 @@ func (in *Instance) startProbe() {
 		} else {
 			err = spawn.ProbeHTTP(p.HTTP, p.Timeout)
 		}
-		select {
-		case in.probeDone <- probeResult{run: n, err: err}:
-		case <-in.done:
-		}
+		in.putProbe(probeResult{run: n, err: err})
 	}()
 }
 

@@ -56,6 +56,16 @@ func fakeChild(mode string) {
 			}
 		}
 		fmt.Println("watchdog not enabled")
+	case "gated-beat": // one heartbeat once the gate file exists, then alive but silent
+		sdNotify("READY=1")
+		for {
+			if _, err := os.Stat(os.Getenv("TEND_GATE")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		sdNotify("WATCHDOG=1")
+		fmt.Println("beat at", time.Now().UnixNano())
 	case "trigger":
 		sdNotify("READY=1")
 		time.Sleep(300 * time.Millisecond)

@@ -10,13 +10,26 @@
 // group emptying, max_rss) starts one again. Ten thousand parked goroutines
 // would hold 40 MB of stacks for nothing.
 //
+// Who owns what in an Instance:
+//   - the loop goroutine (at most one at a time, started by the inbox;
+//     before it, the creator, until letGo): every field not named below,
+//     and the pending mail;
+//   - the inbox's lock (inbox.go): what other goroutines deliver, and
+//     whether a loop runs; every other goroutine reaches the instance
+//     through a put, never through its fields;
+//   - atomics (memState): the run the memory sampler samples and the peak
+//     it saw, shared with the one sampler goroutine of the Manager;
+//   - the member cache's lock (memberCache): the broker's samples of a
+//     group's processes, taken on the broker's goroutines;
+//   - set at creation and never changed: id, k, deps, spec, out, done, the
+//     inbox's channel, group, members.
+//
 // The supervisor knows nothing of the API or the broker: it is handed a
 // Publish function for events and an Update function for its snapshots.
 package supervisor
 
 import (
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
 
@@ -41,7 +54,7 @@ type Deps struct {
 	// cannot enter the 0700 state directory.
 	NotifyDir, ShortDir string
 	// Cgroups is the daemon's cgroup tree: each instance gets a group in
-	// it (SPEC 12). Nil: no cgroups, runs are tracked by process group and
+	// it (docs/containment.md). Nil: no cgroups, runs are tracked by process group and
 	// tree.
 	Cgroups *cgroup.Tree
 	// Record is told of every run put in place (and pid 0 when none is), so
@@ -101,24 +114,19 @@ type run struct {
 	reaped    *reaper.Status // the leader was collected; with cgroups the run ends once its group is empty
 }
 
-// Instance supervises one instance of a program. Its fields below done are
-// owned by its loop goroutine (there is at most one at a time); other
-// goroutines send commands and deliver to the channels, then poke.
+// Instance supervises one instance of a program. Other goroutines reach it
+// only through its inbox; the rest belongs to its loop goroutine (see the
+// package doc for the exceptions).
 type Instance struct {
-	id     string
-	k      int
-	deps   Deps
-	cmdSig chan struct{}      // capacity 1: queued is not empty
-	exits  chan reaper.Status // from the reaper; one exit per run, never more than one pending
-	done   chan struct{}      // closed when the loop ends for good (the instance is removed)
+	id   string
+	k    int
+	deps Deps
+	spec *program.Spec
+	out  *spawn.Output
+	done chan struct{} // closed when the loop ends for good (the instance is removed)
+	box  inbox         // what other goroutines deliver
 
-	mu       sync.Mutex // guards queued, active and finished
-	queued   []command  // sent, not yet taken by the loop
-	active   bool       // a loop goroutine is on
-	finished bool       // the loop has ended for good: a send is answered at once
-
-	spec      *program.Spec
-	out       *spawn.Output
+	pending   mail // taken from the inbox, handled one item a turn, commands first
 	hist      restart.History
 	state     string
 	cur       *run
@@ -128,7 +136,6 @@ type Instance struct {
 	backoff   *program.Backoff
 	nextStart time.Time
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
-	deferred  []command   // commands taken while waiting for a start slot, handled next
 	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
 	wakeArmed bool        // wake will fire: the loop must stay on for it
 	waiters   []waiter    // commands waiting for the instance to get somewhere
@@ -140,31 +147,31 @@ type Instance struct {
 	containment // the instance's cgroup
 }
 
+// newInstance returns an instance its caller holds as its loop would: it
+// may set it up (adopt a run, report it) while what comes meanwhile waits
+// in the inbox, and then calls letGo.
 func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
 	id := program.InstanceID(spec.Name, k)
 	in := &Instance{
 		id: id, k: k, deps: deps, spec: spec,
-		cmdSig: make(chan struct{}, 1),
-		exits:  make(chan reaper.Status, 2),
-		done:   make(chan struct{}),
-		out:    spawn.NewOutput(deps.Capture, id, spec.Logs),
-		state:  program.StateStopped,
+		done:  make(chan struct{}),
+		box:   inbox{sig: make(chan struct{}, 1), active: true}, // held by its creator until letGo
+		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
+		state: program.StateStopped,
 	}
-	in.initHealth()
 	in.initContainment()
 	return in
 }
 
-// loop is the instance's goroutine while it has work. Every case handles
-// one thing and returns here, so an operator's stop is taken between any
-// two steps, even of a program that fails to spawn in a loop. It returns
-// when nothing is pending and nothing is armed (poke starts it again), and
-// for good once the instance is removed and its run has ended.
+// loop is the instance's goroutine while it has work. Every turn handles
+// one thing (a command, a delivery, a timer) and returns here, so an
+// operator's stop is taken between any two steps, even of a program that
+// fails to spawn in a loop. It returns when nothing is pending and nothing
+// is armed (the next put starts it again), and for good once the instance
+// is removed and its run has ended.
 func (in *Instance) loop() {
 	for {
-		if len(in.deferred) > 0 {
-			c := in.deferred[0]
-			in.deferred = in.deferred[1:]
+		if c, ok := in.nextCmd(); ok {
 			in.handle(c)
 			in.report()
 			in.settleWaiters()
@@ -174,33 +181,28 @@ func (in *Instance) loop() {
 			in.end4good()
 			return
 		}
-		if in.idle() && in.park() {
+		switch {
+		case !in.pending.empty():
+			in.deliver()
+		case in.idle() && in.park():
 			return
+		default:
+			select {
+			case <-in.box.sig:
+				in.takeMail()
+				continue // handled from the top, one item a turn
+			case <-in.wakeC():
+				in.wakeArmed = false
+				in.onWake()
+			case <-in.checkC():
+				in.checkHealth()
+			case <-in.startC():
+				in.onStartTimeout()
+			case <-in.probeC():
+				in.startProbe()
+			}
 		}
-		select {
-		case <-in.cmdSig:
-			in.take()
-		case st := <-in.exits:
-			in.onExit(st)
-		case <-in.wakeC():
-			in.wakeArmed = false
-			in.onWake()
-		case <-in.emptiedC():
-			in.onEmptied()
-		case <-in.noteC():
-			in.onNotes()
-		case <-in.tickC():
-			in.checkHealth()
-		case <-in.startC():
-			in.onStartTimeout()
-		case <-in.probeC():
-			in.startProbe()
-		case res := <-in.probeDone:
-			in.onProbe(res)
-		case o := <-in.mem.over:
-			in.onOverMem(o)
-		}
-		if in.spawnDue || len(in.deferred) > 0 {
+		if in.spawnDue || len(in.pending.cmds) > 0 {
 			continue // the spawn (or the commands) next: report their outcome, not this instant
 		}
 		in.report()
@@ -209,50 +211,10 @@ func (in *Instance) loop() {
 }
 
 // idle says the loop waits for nothing only it would notice: no spawn due,
-// no timer or ticker armed, no probe in flight.
+// no timer or ticker armed. (A probe in flight reports through the inbox.)
 func (in *Instance) idle() bool {
-	return !in.spawnDue && !in.wakeArmed && !in.probing &&
-		in.ticker == nil && in.startT == nil && in.probeT == nil
-}
-
-// park ends the loop goroutine unless something was delivered meanwhile.
-// A sender delivers first and pokes second, and both this check and poke
-// hold mu: either the check sees the delivery, or poke sees the loop gone
-// and starts another.
-func (in *Instance) park() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if len(in.queued) > 0 || len(in.cmdSig) > 0 || len(in.exits) > 0 || len(in.emptied) > 0 ||
-		len(in.noted.sig) > 0 || len(in.mem.over) > 0 {
-		return false
-	}
-	in.active = false
-	return true
-}
-
-// poke makes sure a loop goroutine will look at what was just delivered.
-func (in *Instance) poke() {
-	in.mu.Lock()
-	if !in.active && !in.finished {
-		in.active = true
-		go in.loop()
-	}
-	in.mu.Unlock()
-}
-
-// take moves the commands sent so far to deferred, handled one at a time
-// from the top of the loop. It reports whether a stop or remove is among
-// them.
-func (in *Instance) take() (stop bool) {
-	in.mu.Lock()
-	cmds := in.queued
-	in.queued = nil
-	in.mu.Unlock()
-	for _, c := range cmds {
-		stop = stop || c.kind == cmdStop || c.kind == cmdRemove
-	}
-	in.deferred = append(in.deferred, cmds...)
-	return stop
+	return !in.spawnDue && !in.wakeArmed &&
+		in.checkT == nil && in.startT == nil && in.probeT == nil
 }
 
 // end4good ends the removed instance's loop for good: what it holds is
@@ -263,35 +225,12 @@ func (in *Instance) end4good() {
 	in.out.Close()
 	in.removeGroup()
 	in.releaseWaiters()
-	in.mu.Lock()
-	in.finished, in.active = true, false
-	late := in.queued
-	in.queued = nil
-	in.mu.Unlock()
-	for _, c := range append(in.deferred, late...) {
+	late := in.closeBox()
+	for _, c := range append(in.pending.cmds, late...) {
 		c.reply <- c.kind == cmdStop || c.kind == cmdRemove // gone is stopped
 	}
-	in.deferred = nil
+	in.pending = mail{}
 	close(in.done)
-}
-
-// send hands c to the loop; false if the instance is gone (c.reply then
-// holds what a gone instance means for it).
-func (in *Instance) send(c command) bool {
-	in.mu.Lock()
-	if in.finished {
-		in.mu.Unlock()
-		c.reply <- c.kind == cmdStop || c.kind == cmdRemove // gone is stopped
-		return false
-	}
-	in.queued = append(in.queued, c)
-	in.mu.Unlock()
-	select {
-	case in.cmdSig <- struct{}{}:
-	default: // already signalled
-	}
-	in.poke()
-	return true
 }
 
 func (in *Instance) handle(c command) {
@@ -339,7 +278,7 @@ func (in *Instance) start() {
 }
 
 // end asks the current run to stop for an operator's intent: at once, or
-// once the agent's turn ends (turn_grace, SPEC 13) unless now.
+// once the agent's turn ends (turn_grace, docs/operations.md#turn-aware-stop) unless now.
 func (in *Instance) end(intent restart.Intent, now bool) {
 	r := in.cur
 	if !r.signalled && !now && in.startTurnWait(intent) {
@@ -448,17 +387,17 @@ func (in *Instance) spawn() {
 // the cores busy with the rest.
 var startSlots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 
-// waitSlot takes a start slot, still taking commands meanwhile: a stop (or
-// tend down) that comes while the instance waits its turn cancels the start
-// (false) instead of waiting behind thousands of others. Other commands are
-// kept for after the start.
+// waitSlot takes a start slot, still taking the inbox's mail meanwhile: a
+// stop (or tend down) that comes while the instance waits its turn cancels
+// the start (false) instead of waiting behind thousands of others. The rest
+// of the mail is kept for after the start.
 func (in *Instance) waitSlot() bool {
 	for {
 		select {
 		case startSlots <- struct{}{}:
 			return true
-		case <-in.cmdSig:
-			if in.take() {
+		case <-in.box.sig:
+			if in.takeMail() {
 				return false
 			}
 		}
@@ -478,7 +417,7 @@ func (in *Instance) startRun() (int, error) {
 	}
 	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
 		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg,
-		Owner: in.deliverExit,
+		Owner: in.putExit,
 	})
 	if cg != nil {
 		cg.Close()
@@ -487,12 +426,6 @@ func (in *Instance) startRun() (int, error) {
 		in.closeNotify()
 	}
 	return pid, err
-}
-
-// deliverExit is the reaper's Owner of the instance's runs.
-func (in *Instance) deliverExit(s reaper.Status) {
-	in.exits <- s
-	in.poke()
 }
 
 func (in *Instance) onExit(st reaper.Status) {
@@ -527,7 +460,7 @@ func (in *Instance) finish(st reaper.Status) {
 }
 
 // ended applies the restart policy to one end of a run and acts on it, with
-// the events in SPEC 11's order: exited, health_warn, backoff or gave_up.
+// the events in docs/events.md's order: exited, health_warn, backoff or gave_up.
 func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	if in.removing {
 		intent = restart.IntentStop

@@ -129,6 +129,7 @@ func (m *Manager) growLocked(g *group, n int) {
 			m.adopted++
 		}
 		in.report() // the broker knows it before anyone can ask for it; its loop starts with the first command or exit
+		in.letGo()
 		g.insts = append(g.insts, in)
 	}
 }
@@ -246,7 +247,8 @@ func collect(ctx context.Context, insts []*Instance, replies []chan bool) []Outc
 	return out
 }
 
-// resolve turns a selector into instances, sorted by id.
+// resolve turns a selector into instances, sorted by id. A program scaled
+// to zero has none: its bare name resolves to nothing, not to an error.
 func (m *Manager) resolve(sel string) ([]*Instance, error) {
 	s, err := program.ParseSelector(sel)
 	if err != nil {
@@ -254,21 +256,18 @@ func (m *Manager) resolve(sel string) ([]*Instance, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []*Instance
 	if !s.All { // one program: a lookup, not a sort of ten thousand names
 		if g, ok := m.progs[s.Program]; ok {
 			switch {
 			case s.Instance < 0:
-				out = append(out, g.insts...)
+				return slices.Clone(g.insts), nil
 			case s.Instance < len(g.insts):
-				out = append(out, g.insts[s.Instance])
+				return []*Instance{g.insts[s.Instance]}, nil
 			}
 		}
-		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
-		}
-		return out, nil
+		return nil, fmt.Errorf("%w: %s", program.ErrNotFound, sel)
 	}
+	var out []*Instance
 	for _, name := range m.namesLocked() {
 		out = append(out, m.progs[name].insts...)
 	}
@@ -291,7 +290,9 @@ func (m *Manager) Resolve(sel string) ([]string, error) {
 	return idsOf(insts), err
 }
 
-// Scale grows or shrinks a program to n instances and returns its ids.
+// Scale grows or shrinks a program to n instances and returns its ids. Zero
+// stops every instance and keeps the program, for a later Scale to start
+// again.
 func (m *Manager) Scale(ctx context.Context, name string, n int) ([]string, error) {
 	if err := m.rescale(ctx, name, n); err != nil {
 		return nil, err
@@ -346,7 +347,9 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 	var added []program.Spec
 	want := map[string]bool{}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(specs)+len(m.IDs())+1)
+	// One answer per spec (added or changed) and per program removed, so
+	// that no sender waits: a reload must answer, whatever was removed.
+	errs := make(chan error, len(specs)+len(names))
 	for i := range specs {
 		spec := specs[i]
 		want[spec.Name] = true
@@ -469,7 +472,7 @@ func sendAll(insts []*Instance, kind cmdKind, opts program.ActOptions) []chan bo
 	replies := make([]chan bool, len(insts))
 	for i, in := range insts {
 		replies[i] = make(chan bool, 1)
-		in.send(command{kind: kind, opts: opts, reply: replies[i]})
+		in.putCmd(command{kind: kind, opts: opts, reply: replies[i]})
 	}
 	return replies
 }

@@ -33,7 +33,7 @@ func TestCgroupMemoryWatchdogDrainsPastMaxRSS(t *testing.T) {
 	}
 	h.waitFor("the run in its group", func() bool {
 		st := h.status("hog:0")
-		b, _ := os.ReadFile(filepath.Join(dir, "hog-0", "cgroup.procs"))
+		b, _ := os.ReadFile(filepath.Join(tr.Path(), "hog-0", "cgroup.procs"))
 		return st.PID != nil && strings.Contains("\n"+string(b), "\n"+strconv.Itoa(*st.PID)+"\n")
 	})
 	h.waitFor("the drain", func() bool { return len(h.matching(program.KindExited, "hog:0")) == 1 })

@@ -9,8 +9,8 @@ import (
 // memWatch is the memory watchdog of every instance with max_rss: one
 // goroutine samples each run's tree RSS once a second (a thousand instances
 // cost one wake-up a second, not a thousand), keeps the figures where the
-// instance's report reads them, and tells an instance only when its run
-// passes max_rss.
+// instance's report reads them, and tells an instance (through its inbox)
+// only when its run passes max_rss.
 type memWatch struct {
 	tree  Tree
 	stop  chan struct{}
@@ -26,9 +26,7 @@ type memSeen struct{ pid int }
 // memState is what an instance shares with the sampler.
 type memState struct {
 	pid  atomic.Int64 // the run to sample; 0 when none (written by the instance)
-	rss  atomic.Int64 // last sample of that run (written by the sampler)
 	peak atomic.Int64 // highest sample of that run (written by the sampler)
-	over chan memOver // a run passed max_rss; capacity 1, never blocks the sampler
 }
 
 type memOver struct {
@@ -86,16 +84,11 @@ func (w *memWatch) sample() {
 			m.peak.Store(0)
 		}
 		rss := in.memSample(pid)
-		m.rss.Store(rss)
 		if rss > m.peak.Load() {
 			m.peak.Store(rss)
 		}
 		if rss > in.spec.MaxRSS {
-			select {
-			case m.over <- memOver{pid: pid, rss: rss}:
-				in.poke()
-			default: // the instance has not taken the last one yet
-			}
+			in.putOver(memOver{pid: pid, rss: rss}) // replaces one not yet taken
 		}
 	}
 }

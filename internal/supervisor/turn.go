@@ -7,7 +7,7 @@ import (
 	"github.com/tend-sh/tend/internal/restart"
 )
 
-// Turn-aware stop (SPEC 13): an operator stop or restart of an agent in the
+// Turn-aware stop (docs/operations.md#turn-aware-stop): an operator stop or restart of an agent in the
 // middle of a turn waits for the turn to end, at most turn_grace, before it
 // signals the run. Meanwhile the instance is stopping, its why says what it
 // waits for; a second stop with now ends the wait. Wedge and memory
@@ -70,7 +70,7 @@ func (in *Instance) armTurnCheck(now time.Time) {
 	in.arm(max(next.Sub(now), time.Millisecond))
 }
 
-// turnActive is the agent's turn as the status reports it (SPEC 6): its
+// turnActive is the agent's turn as the status reports it (docs/status.md#agents-and-their-turns): its
 // X_TEND_TURN once it has sent one, else output within turn_idle_after.
 func (in *Instance) turnActive(now time.Time) bool {
 	if !in.spec.Agent || in.cur == nil {

@@ -2,7 +2,7 @@ package supervisor
 
 import "github.com/tend-sh/tend/internal/program"
 
-// goal is where an operator command waits for the instance to get (SPEC 8:
+// goal is where an operator command waits for the instance to get (docs/cli.md#verbs-that-wait:
 // start, stop and restart wait until done).
 type goal int
 

@@ -1,7 +1,10 @@
 package supervisor
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +58,52 @@ func TestWatchdogUSecArmsWithoutWatchdogKey(t *testing.T) {
 	w := h.matching(program.KindWedged, "arms:0")
 	if len(w) == 0 || data[program.Wedged](w[0]).Source != "watchdog" {
 		t.Fatalf("wedged: %+v", w)
+	}
+}
+
+// A watchdog fires when it is due: a run silent for more than its 2 s
+// watchdog is wedged then, not at the next whole second of a 1 s check
+// (which made it up to a second late). The heartbeat comes a little past
+// a second into the run, off the phase of such a check.
+func TestWatchdogFiresWhenDue(t *testing.T) {
+	h := newHealthHarness(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	s := fakeSpec("due", "gated-beat")
+	s.Env["TEND_GATE"] = gate
+	s.Watchdog, s.WedgeRestartGrace = 2*time.Second, time.Second
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the spawn", func() bool { return len(h.matching(program.KindSpawned, "due:0")) == 1 })
+	time.Sleep(time.Until(h.matching(program.KindSpawned, "due:0")[0].TS.Add(1100 * time.Millisecond)))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var beat time.Time
+	h.waitFor("the heartbeat", func() bool {
+		_, after, ok := strings.Cut(h.output("due:0"), "beat at ")
+		if !ok || !strings.Contains(after, "\n") {
+			return false
+		}
+		n, err := strconv.ParseInt(after[:strings.IndexByte(after, '\n')], 10, 64)
+		if err != nil {
+			t.Fatalf("beat: %v", err)
+		}
+		beat = time.Unix(0, n)
+		return true
+	})
+	h.waitFor("wedged", func() bool { return len(h.matching(program.KindWedged, "due:0")) >= 1 })
+	w := h.matching(program.KindWedged, "due:0")[0]
+	if d := data[program.Wedged](w); d.Source != "watchdog" {
+		t.Fatalf("wedged: %+v", d)
+	}
+	// Slack for a loaded machine; a check on a 1 s tick would be late by
+	// about 900 ms here. (The child reads its clock just after it beats:
+	// the lower bound allows for that.)
+	const slack = 600 * time.Millisecond
+	late := w.TS.Sub(beat)
+	t.Logf("wedged %s after the last heartbeat", late)
+	if late < s.Watchdog-100*time.Millisecond || late > s.Watchdog+slack {
+		t.Errorf("wedged %s after the last heartbeat, want within [%s, %s]", late, s.Watchdog, s.Watchdog+slack)
 	}
 }

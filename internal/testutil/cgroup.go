@@ -13,12 +13,13 @@ import (
 	"time"
 )
 
-// CgroupDir returns a fresh directory inside a cgroup2 mount, for a
-// daemon's `cgroup = DIR` (SPEC 12): in this machine's cgroup2 mount, or in
-// one mounted for the test. It skips the test, saying why, where neither
-// can be had (not root, no cgroup2). At the end every group below it is
-// killed (cgroup.kill) and removed, children first, so a failed test leaves
-// neither a process nor a group behind.
+// CgroupDir makes a fresh directory inside a cgroup2 mount, for a
+// daemon's `cgroup = DIR` (its groups go in DIR/tend-<state dir id>): in
+// this machine's cgroup2 mount, or in one mounted for the test. It skips
+// the test, saying why, where neither can be had (not root, no cgroup2).
+// At the end every group below it is killed (cgroup.kill) and removed,
+// children first, so a failed test leaves neither a process nor a group
+// behind.
 func CgroupDir(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -36,6 +37,9 @@ func CgroupDir(t testing.TB) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	dir := filepath.Join(mount, "tend-test-"+hex.EncodeToString(b))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { removeGroups(dir) })
 	return dir
 }

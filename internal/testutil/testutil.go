@@ -1,10 +1,14 @@
 // Package testutil holds what tend's tests share: waiting for a condition
-// with a generous deadline. Tests never assert speed: they wait for what a
+// with a generous deadline, and a few small helpers (a fresh state
+// directory, whether a process is alive). Tests never assert speed: they wait for what a
 // user would notice, on a machine other tests keep busy, and fail only when
 // it does not come at all.
 package testutil
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,4 +64,15 @@ func Eventually(t testing.TB, what string, cond func() bool, opts ...Option) {
 		t.Fatalf("timed out after %s waiting for %s\n%s", o.deadline, what, o.explain())
 	}
 	t.Fatalf("timed out after %s waiting for %s", o.deadline, what)
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }

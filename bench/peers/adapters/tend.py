@@ -3,7 +3,7 @@
 Config: one tend.toml per run under the private workdir, `[program.pN]
 command = argv` for every program, state_dir inside the workdir.  Every
 restart delay is minimised in every benchmark, not only the crash loop:
-for tend a SIGKILL from outside is a crash (row 4 of SPEC section 3), so the
+for tend a SIGKILL from outside is a crash (row 4 of docs/restarts.md#the-four-rows), so the
 default backoff_initial of 1 s would otherwise delay the latency benchmark's
 replacement.  No watchdog, probe or max_rss is set (tool "tend"); the tool
 "tend-maxrss" adds `max_rss = "1GiB"` in [defaults], which makes every

@@ -12,12 +12,11 @@ import {compareIds, pathId, restartTotal, setText, uptime, LIFECYCLES} from './f
 import {Table} from './table.js';
 import {Details} from './details.js';
 import {Feed} from './feed.js';
+import {KINDS} from './vocab.js';
 
 const POLL_MS = 5000;
 const SPARK_POINTS = 60;    // 5 minutes of 5 s samples
 const FEED_HISTORY = 50;    // events before "now" shown on load
-const KINDS = ['spawned', 'spawn_failed', 'exited', 'backoff', 'health_warn', 'wedged',
-  'rss_exceeded', 'gave_up', 'status_changed', 'tracked_changed', 'daemon'];
 
 const state = {
   byId: new Map(),    // id -> status object, plus _recv (performance.now() when it arrived)

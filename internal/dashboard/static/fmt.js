@@ -1,5 +1,7 @@
 // Formatting and small DOM helpers shared by the dashboard's modules.
 
+import {LIFECYCLES as KNOWN_LIFECYCLES, LIFECYCLE_UNKNOWN, RESTART_CAUSES} from './vocab.js';
+
 // el builds an element: el('td', {class: 'num'}, 'text', child, ...).
 export function el(tag, attrs, ...kids) {
   const n = document.createElement(tag);
@@ -79,14 +81,10 @@ export function localTime(ts) {
   return ts ? new Date(ts).toLocaleString() : '';
 }
 
-// The causes of SPEC 6's restarts object, with short labels for the table.
-export const CAUSES = [
-  ['crash', 'crash'],
-  ['clean_exit', 'clean'],
-  ['rss_watchdog', 'memory'],
-  ['wedge_restart', 'wedge'],
-  ['operator_restart', 'operator'],
-];
+// The causes of a status's restarts object (from the daemon's own list),
+// with short labels for the table.
+const CAUSE_LABELS = {clean_exit: 'clean', rss_watchdog: 'memory', wedge_restart: 'wedge', operator_restart: 'operator'};
+export const CAUSES = RESTART_CAUSES.map((k) => [k, CAUSE_LABELS[k] || k]);
 
 export function restartTotal(r) {
   return r ? CAUSES.reduce((n, [k]) => n + (r[k] || 0), 0) : 0;
@@ -117,14 +115,14 @@ export function pathId(id) {
   return encodeURIComponent(id).replace(/%3A/gi, ':');
 }
 
-export const LIFECYCLES = ['running', 'idle', 'done', 'error', 'unknown'];
+export const LIFECYCLES = [...KNOWN_LIFECYCLES, LIFECYCLE_UNKNOWN];
 const GLYPH = {running: '●', idle: '◐', done: '✓', error: '✕', unknown: '?'};
 
 // badge fills n as a lifecycle badge: a glyph and the word, not colour alone.
 export function badge(n, lifecycle) {
-  const lc = LIFECYCLES.includes(lifecycle) ? lifecycle : 'unknown';
+  const lc = LIFECYCLES.includes(lifecycle) ? lifecycle : LIFECYCLE_UNKNOWN;
   if (n.dataset.lc === lc) return;
   n.dataset.lc = lc;
   n.className = 'badge lc-' + lc;
-  n.replaceChildren(el('span', {class: 'glyph', 'aria-hidden': 'true', text: GLYPH[lc]}), lc);
+  n.replaceChildren(el('span', {class: 'glyph', 'aria-hidden': 'true', text: GLYPH[lc] || '?'}), lc);
 }

@@ -1,0 +1,313 @@
+package statedir
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A Table keeps records, one per key, that must outlive the daemon that
+// writes them: the next daemon, started after a crash or a SIGKILL, reads
+// them back. Changes come often (every spawn, every exit) and must be on
+// disk the moment they are made, so a Table writes two files:
+//
+//   - NAME.log, the journal: each change is appended at once as one JSON
+//     line (one write(2), no fsync: it only has to survive the daemon, not
+//     the machine), so a daemon killed the instant after a change has
+//     still recorded it;
+//   - NAME, the whole set, one record a line (MarshalLines), rewritten at
+//     most once a second and renamed into place (never torn); then the
+//     journal starts over from a snapshot of the set.
+//
+// So a crash loop across a thousand instances costs a thousand small
+// appends a second, not a thousand rewrites, and the files stay bounded:
+// NAME holds one line per key, the journal that plus the last second's
+// changes (at 10,000 keys of a few hundred bytes, a few MiB each).
+//
+// No record is ever lost: either file alone holds every record (the
+// journal begins with the snapshot), LoadTable applies the journal even
+// when NAME cannot be read, a NAME that does not parse is set aside
+// (SetAside) with what can be read of it still loaded, and OpenTable
+// starts from what was loaded, so records nobody has claimed yet are
+// written back.
+type Table[R any] struct {
+	dir     *Dir
+	name    string
+	schema  Schema[R]
+	dirty   chan struct{} // a change waits to be compacted; capacity 1
+	closing chan struct{} // closed by Close: the writer stops waiting
+	done    chan struct{} // closed when the writer has returned
+	once    sync.Once     // Close
+
+	mu      sync.Mutex   // guards recs and journal
+	recs    map[string]R // by key
+	journal *os.File     // NAME.log, appended to on every change; nil if it cannot be opened
+}
+
+// Schema says how a Table's records are keyed and which read back are
+// records at all.
+type Schema[R any] struct {
+	Key      func(R) string // a record's key, never ""
+	KeyField string         // the key's JSON name, for the journal's delete lines
+	Valid    func(R) bool   // whether a record read back names anything; nil = all with a key
+}
+
+// compactEvery is how often, at most, a Table's file is rewritten from its
+// journal.
+const compactEvery = time.Second
+
+func journalOf(name string) string { return name + ".log" }
+
+// goneLine is the journal line that deletes key: the key field and
+// "gone": true (any other field of a record is ignored on it).
+func (s Schema[R]) goneLine(key string) []byte {
+	line, _ := json.Marshal(map[string]any{s.KeyField: key, "gone": true})
+	return line
+}
+
+func (s Schema[R]) valid(r R) bool {
+	return s.Key(r) != "" && (s.Valid == nil || s.Valid(r))
+}
+
+// TableLoad is what LoadTable found.
+type TableLoad[R any] struct {
+	Records []R // sorted by key
+	// Problems are one line each: a file set aside, a journal that could
+	// not be read. Records may still hold what could be read.
+	Problems []string
+}
+
+// LoadTable reads the records an earlier daemon left in NAME, then its
+// journal on top. Missing files are no records; a torn journal line (a
+// daemon killed mid-write) is skipped. A NAME that cannot be read or
+// parsed whole is renamed aside and the records on its lines that parse
+// are kept; the journal is applied either way. The error is returned only
+// when a bad NAME cannot be set aside: writing over it would lose it.
+func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoad[R], error) {
+	var out TableLoad[R]
+	recs := map[string]R{}
+	list, damage, err := ReadLines[R](d, name, now)
+	if err != nil {
+		return out, err
+	}
+	for _, r := range list {
+		if s.valid(r) {
+			recs[s.Key(r)] = r
+		}
+	}
+	journal := journalOf(name)
+	switch {
+	case damage == nil:
+	case damage.Read:
+		out.Problems = append(out.Problems, fmt.Sprintf("%s cannot be read (%v); set aside as %s, every record taken from %s", d.Join(name), cause(damage.Err), damage.Aside, journal))
+	default:
+		out.Problems = append(out.Problems, fmt.Sprintf("%s is corrupt (%v); set aside as %s, %d records read from it, then %s applied", d.Join(name), damage.Err, damage.Aside, len(recs), journal))
+	}
+	j, err := d.ReadFile(journal)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		out.Problems = append(out.Problems, fmt.Sprintf("%s cannot be read (%v); it is started over", d.Join(journal), cause(err)))
+	default:
+		s.apply(recs, j)
+	}
+	if len(recs) > 0 {
+		out.Records = sortedByKey(recs, s.Key)
+	}
+	return out, nil
+}
+
+// apply applies journal lines to recs; lines that do not parse (a torn
+// last one) are skipped.
+func (s Schema[R]) apply(recs map[string]R, j []byte) {
+	for line := range bytes.SplitSeq(j, []byte("\n")) {
+		var r R
+		var gone struct {
+			Gone bool `json:"gone"`
+		}
+		if json.Unmarshal(line, &r) != nil || json.Unmarshal(line, &gone) != nil || s.Key(r) == "" {
+			continue
+		}
+		switch {
+		case gone.Gone:
+			delete(recs, s.Key(r))
+		case s.valid(r):
+			recs[s.Key(r)] = r
+		}
+	}
+}
+
+// cause is the system error of a path error, which already names the file.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func sortedByKey[R any](m map[string]R, key func(R) string) []R {
+	out := make([]R, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b R) int { return strings.Compare(key(a), key(b)) })
+	return out
+}
+
+// OpenTable starts keeping NAME in d, beginning with recs (every record
+// loaded: those nobody claims are written back as they are). It writes
+// NAME and the journal's snapshot at once.
+func OpenTable[R any](d *Dir, name string, s Schema[R], recs []R) *Table[R] {
+	t := &Table[R]{dir: d, name: name, schema: s, dirty: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]R{}}
+	for _, r := range recs {
+		t.recs[s.Key(r)] = r
+	}
+	t.mu.Lock()
+	_ = t.compactLocked() // a failed write is retried with the next change
+	t.mu.Unlock()
+	go t.writer()
+	return t
+}
+
+// Set records r, replacing the record of its key. It is in the journal
+// when Set returns.
+func (t *Table[R]) Set(r R) {
+	line, _ := json.Marshal(r)
+	t.mu.Lock()
+	t.recs[t.schema.Key(r)] = r
+	t.appendLocked(line)
+	t.mu.Unlock()
+	t.touch()
+}
+
+// Delete drops the record of key.
+func (t *Table[R]) Delete(key string) { t.DeleteIf(key, nil) }
+
+// DeleteIf drops the record of key if there is one and cond (nil: any)
+// holds for it, in one step: no Set can come between the check and the
+// delete.
+func (t *Table[R]) DeleteIf(key string, cond func(R) bool) {
+	t.mu.Lock()
+	r, ok := t.recs[key]
+	del := cond == nil || ok && cond(r)
+	if del {
+		delete(t.recs, key)
+		t.appendLocked(t.schema.goneLine(key))
+	}
+	t.mu.Unlock()
+	if del {
+		t.touch()
+	}
+}
+
+// Get returns the record of key.
+func (t *Table[R]) Get(key string) (R, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.recs[key]
+	return r, ok
+}
+
+// Records returns every record, sorted by key.
+func (t *Table[R]) Records() []R {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return sortedByKey(t.recs, t.schema.Key)
+}
+
+func (t *Table[R]) appendLocked(line []byte) {
+	if t.journal != nil {
+		_, _ = t.journal.Write(append(line, '\n'))
+	}
+}
+
+// Close writes the last state and stops the writer. It is idempotent.
+func (t *Table[R]) Close() error {
+	var err error
+	t.once.Do(func() {
+		close(t.closing)
+		<-t.done
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		err = t.compactLocked()
+		if t.journal != nil {
+			t.journal.Close()
+			t.journal = nil
+		}
+	})
+	return err
+}
+
+func (t *Table[R]) touch() {
+	select {
+	case t.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// writer compacts the journal into NAME at most once a second while
+// changes come in.
+func (t *Table[R]) writer() {
+	defer close(t.done)
+	for {
+		select {
+		case <-t.dirty:
+		case <-t.closing:
+			return
+		}
+		select {
+		case <-time.After(compactEvery):
+		case <-t.closing:
+			return
+		}
+		t.mu.Lock()
+		_ = t.compactLocked() // a failed write is retried with the next change
+		t.mu.Unlock()
+	}
+}
+
+// compactLocked writes every record to NAME, then replaces the journal
+// with a snapshot of them. A crash between the two leaves the old journal,
+// which leads to the same records.
+func (t *Table[R]) compactLocked() error {
+	list := sortedByKey(t.recs, t.schema.Key)
+	if err := t.dir.WriteFileAtomic(t.name, MarshalLines(list), 0o600, false); err != nil {
+		return err
+	}
+	var snap bytes.Buffer
+	for _, r := range list {
+		line, _ := json.Marshal(r)
+		snap.Write(append(line, '\n'))
+	}
+	journal := journalOf(t.name)
+	tmp := "." + journal + ".tmp"
+	_ = t.dir.Remove(tmp)
+	j, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err == nil {
+		if _, err = j.Write(snap.Bytes()); err == nil {
+			err = t.dir.Rename(tmp, journal)
+		}
+		if err != nil {
+			j.Close()
+			_ = t.dir.Remove(tmp)
+		}
+	}
+	if err != nil {
+		// Keep appending to the old journal: it still leads to the
+		// records, with NAME or without it.
+		return err
+	}
+	if t.journal != nil {
+		t.journal.Close()
+	}
+	t.journal = j
+	return nil
+}

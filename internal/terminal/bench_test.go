@@ -1,0 +1,158 @@
+package terminal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// realistic is a stream like an agent's terminal: a build log scrolling in
+// colour, a full-screen program repainting, wide text, and the seeds
+// recorded from real programs.
+func realistic() []byte {
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "\x1b[32m[%05d]\x1b[0m compiling package number %d of the build \x1b[1;33mwarning\x1b[0m: unused\r\n", i, i)
+	}
+	for frame := range 200 {
+		b.WriteString("\x1b[?2026h\x1b[H")
+		for row := range 40 {
+			fmt.Fprintf(&b, "\x1b[%d;1H\x1b[38;5;%dm%3d%%\x1b[0m │ %s\x1b[K", row+1, (frame+row)%256, frame%100, strings.Repeat("─", row%50))
+		}
+		b.WriteString("\x1b[40;1H\x1b[7m status: 中文 text and emoji 😀 \x1b[0m\x1b[?2026l")
+	}
+	seeds, _ := filepath.Glob("testdata/fuzz/FuzzFeed/*")
+	for _, f := range seeds {
+		if data, err := os.ReadFile(f); err == nil {
+			b.Write(data) // the corpus file's text: escapes as text, a mix
+		}
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkFeed feeds a large realistic stream, in reads of 16 KiB as the
+// terminal's reader does.
+func BenchmarkFeed(b *testing.B) {
+	data := realistic()
+	s := NewScreen(DefaultSize)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for p := data; len(p) > 0; {
+			n := min(len(p), readChunk)
+			s.Feed(p[:n])
+			p = p[n:]
+		}
+	}
+}
+
+// BenchmarkFeedScroll is plain lines scrolling the whole screen: a program
+// that floods its terminal.
+func BenchmarkFeedScroll(b *testing.B) {
+	data := []byte(strings.Repeat("a line of plain output text, scrolling the whole screen up by one\r\n", 4000))
+	s := NewScreen(DefaultSize)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		s.Feed(data)
+	}
+}
+
+// BenchmarkRedraw is what a client that attaches (or falls behind) costs.
+func BenchmarkRedraw(b *testing.B) {
+	s := NewScreen(DefaultSize)
+	s.Feed(realistic())
+	var buf []byte
+	for b.Loop() {
+		buf = s.Redraw(buf[:0])
+	}
+	b.ReportMetric(float64(len(buf)), "bytes/redraw")
+}
+
+// heapPer measures the heap that each of n things made by mk holds.
+func heapPer(n int, mk func() any) float64 {
+	keep := make([]any, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		keep[i] = mk()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// promptScreen is what an idle agent shows: some output and a prompt.
+var promptScreen = []byte(strings.Repeat("\x1b[1mtool\x1b[0m: some output line of an idle agent's last turn\r\n", 30) + "\x1b[36m>\x1b[0m ")
+
+// BenchmarkIdleScreen reports the heap an idle 120x40 screen holds.
+func BenchmarkIdleScreen(b *testing.B) {
+	for b.Loop() {
+		per := heapPer(200, func() any {
+			s := NewScreen(DefaultSize)
+			s.Feed(promptScreen)
+			return s
+		})
+		b.ReportMetric(per, "bytes/screen")
+	}
+}
+
+// BenchmarkIdleTerminal reports the heap and goroutines an idle 120x40
+// terminal holds, and the process's CPU while 200 of them idle (its master read by the epoll loops; the
+// slave held open here as a child would hold it).
+func BenchmarkIdleTerminal(b *testing.B) {
+	for b.Loop() {
+		const n = 200
+		var slaves []*os.File
+		var terms []*Terminal
+		g0 := runtime.NumGoroutine()
+		per := heapPer(n, func() any {
+			t, slave, err := Open(Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.View(func(s *Screen) { s.Feed(promptScreen) })
+			slaves, terms = append(slaves, slave), append(terms, t)
+			return t
+		})
+		b.ReportMetric(per, "bytes/terminal")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/n, "goroutines/terminal")
+		b.ReportMetric(idleCPU(time.Second)*100, "%cpu-idle")
+		for i := range terms {
+			terms[i].Close()
+			slaves[i].Close()
+		}
+	}
+}
+
+// idleCPU is the share of a core the process used over d, doing nothing.
+func idleCPU(d time.Duration) float64 {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	time.Sleep(d)
+	return float64(cpu()-start) / float64(d)
+}
+
+// TestIdleScreenIsSmall keeps the screen's cost in sight: a 120x40 screen
+// is 4,800 cells of 8 bytes, and little else.
+func TestIdleScreenIsSmall(t *testing.T) {
+	per := heapPer(100, func() any {
+		s := NewScreen(DefaultSize)
+		s.Feed(promptScreen)
+		return s
+	})
+	t.Logf("an idle 120x40 screen holds %.0f bytes of heap", per)
+	if per > 64<<10 {
+		t.Errorf("an idle 120x40 screen holds %.0f bytes", per)
+	}
+}

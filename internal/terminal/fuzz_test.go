@@ -1,0 +1,82 @@
+package terminal
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzFeed feeds any bytes, cut at any point, at any size: the screen must
+// not panic, must hold its invariants, and must end the same as when the
+// bytes come at once.
+func FuzzFeed(f *testing.F) {
+	for _, tc := range stress {
+		f.Add([]byte(tc.data), uint16(len(tc.data)/2), uint8(40), uint8(10))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16, cols, rows uint8) {
+		size := Size{Cols: MinCols + int(cols)%60, Rows: MinRows + int(rows)%30}
+		whole := NewScreen(size)
+		whole.Feed(data)
+		split := NewScreen(size)
+		c := min(int(cut), len(data))
+		split.Feed(data[:c])
+		split.Feed(data[c:])
+		if whole.Text() != split.Text() {
+			t.Fatalf("cut at %d:\n%q\nwhole:\n%q", c, split.Text(), whole.Text())
+		}
+		for _, s := range []*Screen{whole, split} {
+			checkInvariants(t, s)
+		}
+		if wx, wy := whole.Cursor(); true {
+			if x, y := split.Cursor(); x != wx || y != wy {
+				t.Fatalf("cursor %d,%d whole, %d,%d cut at %d", wx, wy, x, y, c)
+			}
+		}
+		// What a client would be sent must be parsed back without harm.
+		r := NewScreen(size)
+		r.Feed(whole.Redraw(nil))
+		checkInvariants(t, r)
+		l := NewTextLines(0)
+		l.Write(data, func(line []byte) {
+			if !utf8.Valid(line) || strings.ContainsRune(string(line), 0x1b) {
+				t.Fatalf("log line %q", line)
+			}
+		})
+	})
+}
+
+func checkInvariants(t *testing.T, s *Screen) {
+	t.Helper()
+	x, y := s.Cursor()
+	if x < 0 || x > s.cols || y < 0 || y >= s.rows {
+		t.Fatalf("cursor %d,%d outside %v", x, y, s.Size())
+	}
+	if s.top < 0 || s.bot >= s.rows || s.top >= s.bot {
+		t.Fatalf("scroll region %d-%d in %v", s.top, s.bot, s.Size())
+	}
+	text := s.Text()
+	if !utf8.ValidString(text) || strings.Count(text, "\n") != s.rows {
+		t.Fatalf("text %q", text)
+	}
+	for _, g := range []*grid{s.main, s.alt} {
+		if g == nil {
+			continue
+		}
+		if len(g.rows) != s.rows {
+			t.Fatalf("%d rows", len(g.rows))
+		}
+		for _, row := range g.rows {
+			if len(row) != s.cols {
+				t.Fatalf("a row of %d cells", len(row))
+			}
+			for _, c := range row {
+				if int(c.st) >= max(1, len(s.styles)) || c.r < 0 && int(-c.r-1) >= len(s.clusters) {
+					t.Fatalf("cell %+v points outside the tables", c)
+				}
+			}
+		}
+	}
+	if len(s.styles) > s.limit || len(s.clusters) > s.limit || len(s.title) > maxTitle {
+		t.Fatalf("tables %d, %d; title %d", len(s.styles), len(s.clusters), len(s.title))
+	}
+}

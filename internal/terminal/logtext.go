@@ -1,0 +1,118 @@
+package terminal
+
+import (
+	"github.com/charmbracelet/x/ansi"
+)
+
+// TextLines turns a terminal's raw byte stream into plain text lines, for
+// the log of a run with a terminal (`tend logs`; `--raw` keeps the bytes).
+// Control sequences (CSI, OSC, DCS and the rest) are dropped, even when cut
+// between two writes. Within a line, a carriage return goes back to its
+// start and what follows overwrites what was there, as on a terminal, so a
+// progress bar redrawn in place leaves its last state; erasing to the end
+// of the line (ESC[K) cuts it there, and backspace steps back. A newline
+// ends the line. Tabs stay tabs.
+//
+// The zero value is not ready: use NewTextLines.
+type TextLines struct {
+	p    *ansi.Parser
+	line []rune // the line being built
+	col  int    // where the next character goes in line
+	max  int
+	emit func(line []byte)
+	buf  []byte
+}
+
+// NewTextLines returns a filter whose lines are cut at max characters (0:
+// 16384) so a stream without newlines cannot grow one without bound.
+func NewTextLines(max int) *TextLines {
+	if max <= 0 {
+		max = 16 << 10
+	}
+	l := &TextLines{p: ansi.NewParser(), max: max}
+	l.p.SetDataSize(64) // payloads are dropped anyway
+	l.p.SetHandler(ansi.Handler{
+		Print:     l.print,
+		Execute:   l.execute,
+		HandleCsi: l.csi,
+	})
+	return l
+}
+
+// Write filters p and calls emit with each line it completes, without its
+// newline; the line is valid only during the call.
+func (l *TextLines) Write(p []byte, emit func(line []byte)) {
+	l.emit = emit
+	for _, b := range p {
+		l.p.Advance(b)
+	}
+	l.emit = nil
+}
+
+// Flush emits the unfinished line, if any: the stream ended.
+func (l *TextLines) Flush(emit func(line []byte)) {
+	if len(l.line) > 0 {
+		l.emit = emit
+		l.endLine()
+		l.emit = nil
+	}
+	l.p.Reset()
+}
+
+func (l *TextLines) print(r rune) {
+	if l.col >= l.max {
+		l.endLine()
+	}
+	if l.col < len(l.line) {
+		l.line[l.col] = r
+	} else {
+		l.line = append(l.line, r)
+	}
+	l.col++
+}
+
+func (l *TextLines) execute(b byte) {
+	switch b {
+	case '\n', '\v', '\f':
+		l.endLine()
+	case '\r':
+		l.col = 0
+	case '\b':
+		if l.col > 0 {
+			l.col--
+		}
+	case '\t':
+		l.print('\t')
+	}
+}
+
+func (l *TextLines) csi(cmd ansi.Cmd, params ansi.Params) {
+	if cmd.Prefix() != 0 || cmd.Intermediate() != 0 {
+		return
+	}
+	switch cmd.Final() {
+	case 'K':
+		if v, _, _ := params.Param(0, 0); v == 0 {
+			l.line = l.line[:min(l.col, len(l.line))]
+		} else if v == 2 {
+			l.line, l.col = l.line[:0], 0
+		}
+	case 'G':
+		v, _, _ := params.Param(0, 1)
+		l.col = max(0, min(v-1, len(l.line)))
+	}
+}
+
+func (l *TextLines) endLine() {
+	l.buf = l.buf[:0]
+	for _, r := range l.line {
+		l.buf = appendRune(l.buf, r)
+	}
+	if l.emit != nil {
+		l.emit(l.buf)
+	}
+	l.line, l.col = l.line[:0], 0
+	if cap(l.line) > 4<<10 {
+		l.line = nil
+	}
+}

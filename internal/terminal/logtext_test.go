@@ -1,0 +1,56 @@
+package terminal
+
+import (
+	"strings"
+	"testing"
+)
+
+func textLines(chunks ...string) []string {
+	var out []string
+	l := NewTextLines(0)
+	emit := func(line []byte) { out = append(out, string(line)) }
+	for _, c := range chunks {
+		l.Write([]byte(c), emit)
+	}
+	l.Flush(emit)
+	return out
+}
+
+func TestTextLines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		want   []string
+	}{
+		{"plain", []string{"a\r\nb\nc"}, []string{"a", "b", "c"}},
+		{"colours", []string{"\x1b[1;31mred\x1b[0m and \x1b[38;2;1;2;3mrgb\x1b[m\r\n"}, []string{"red and rgb"}},
+		{"progress bar", []string{"10% [#   ]\r20% [##  ]\r100% [####]\r\n"}, []string{"100% [####]"}},
+		{"shorter overwrite", []string{"downloading...\rdone\x1b[K\r\n"}, []string{"done"}},
+		{"overwrite keeps the rest", []string{"abcdef\rXY\n"}, []string{"XYcdef"}},
+		{"erase line", []string{"junk\x1b[2Kclean\n"}, []string{"clean"}},
+		{"backspace", []string{"abc\b\bX\n"}, []string{"aXc"}},
+		{"osc and dcs", []string{"\x1b]0;title\x07a\x1bPq#0\x1b\\b\x1b]8;;http://x\x1b\\c\n"}, []string{"abc"}},
+		{"split sequences", []string{"\x1b", "[3", "1mre", "d\x1b]0;ti", "tle\x07!\r", "\n"}, []string{"red!"}},
+		{"split utf-8", []string{"\xe4\xb8", "\xad\xe6\x96\x87\n"}, []string{"中文"}},
+		{"tabs", []string{"a\tb\n"}, []string{"a\tb"}},
+		{"cursor keys and modes", []string{"\x1b[?1049h\x1b[?25l\x1b[Hscreen\x1b[5;1Hmore\n"}, []string{"screenmore"}},
+		{"unfinished line", []string{"partial"}, []string{"partial"}},
+		{"empty lines", []string{"\n\n"}, []string{"", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := textLines(tc.chunks...)
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTextLinesCutsLongLines(t *testing.T) {
+	var out []string
+	l := NewTextLines(10)
+	l.Write([]byte(strings.Repeat("x", 25)+"\n"), func(line []byte) { out = append(out, string(line)) })
+	if strings.Join(out, "|") != "xxxxxxxxxx|xxxxxxxxxx|xxxxx" {
+		t.Fatalf("got %q", out)
+	}
+}

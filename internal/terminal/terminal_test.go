@@ -1,0 +1,307 @@
+package terminal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary is its own child program (as os/exec's tests do):
+// TEND_TERMINAL_CHILD picks what it does.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("TEND_TERMINAL_CHILD"); mode != "" {
+		child(mode)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func child(mode string) {
+	size := func() string {
+		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("%dx%d", ws.Col, ws.Row)
+	}
+	switch mode {
+	case "echo":
+		// Its own session, the terminal its controlling one.
+		sid, _ := unix.Getsid(0)
+		tty, err := os.Open("/dev/tty")
+		fmt.Printf("ready size=%s leader=%v ctty=%v\n", size(), sid == os.Getpid(), err == nil)
+		if tty != nil {
+			tty.Close()
+		}
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		go func() {
+			for range winch {
+				fmt.Printf("winch size=%s\n", size())
+			}
+		}()
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			fmt.Printf("got %q\n", in.Text())
+		}
+	case "flood":
+		line := strings.Repeat("flood ", 12) + "\n"
+		w := bufio.NewWriterSize(os.Stdout, 64<<10)
+		for i := range (8 << 20) / len(line) {
+			fmt.Fprintf(w, "%07d %s", i, line)
+		}
+		fmt.Fprintf(w, "\x1b[2J\x1b[HEND OF FLOOD\n")
+		w.Flush()
+		time.Sleep(200 * time.Millisecond)
+	case "exit":
+		fmt.Print("bye\n")
+	}
+}
+
+// startChild runs the test binary as a child in a new Terminal.
+func startChild(t *testing.T, mode string, opts Options) (*Terminal, *exec.Cmd) {
+	t.Helper()
+	term, slave, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TEND_TERMINAL_CHILD="+mode)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = SysProcAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		term.Close()
+	})
+	return term, cmd
+}
+
+// waitFor polls until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func screenHas(t *testing.T, term *Terminal, want string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%q on the screen", want), func() bool { return strings.Contains(term.Text(), want) })
+}
+
+func TestTerminalChild(t *testing.T) {
+	term, _ := startChild(t, "echo", Options{Size: Size{Cols: 90, Rows: 20}})
+	screenHas(t, term, "ready size=90x20 leader=true ctty=true")
+	if err := term.Send(Input{Text: "hello", Enter: true}); err != nil {
+		t.Fatal(err)
+	}
+	screenHas(t, term, `got "hello"`)
+
+	if err := term.Resize(Size{Cols: 100, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	screenHas(t, term, "winch size=100x30")
+	if term.Size() != (Size{Cols: 100, Rows: 30}) {
+		t.Fatalf("size %v", term.Size())
+	}
+	if err := term.Resize(Size{}); err != nil || term.Size() != (Size{Cols: 100, Rows: 30}) {
+		t.Fatalf("a 0x0 resize: %v, size %v", err, term.Size())
+	}
+	if err := term.Resize(Size{Cols: 5, Rows: 30}); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("an out-of-range resize: %v", err)
+	}
+	if err := term.Send(Input{Keys: []string{"Nope"}}); err == nil {
+		t.Fatal("an unknown key was typed")
+	}
+	if err := term.Send(Input{Text: strings.Repeat("x", MaxInput+1)}); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("too much text: %v", err)
+	}
+}
+
+func TestTerminalEnds(t *testing.T) {
+	term, cmd := startChild(t, "exit", Options{})
+	select {
+	case <-term.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Done not closed after the child exited")
+	}
+	_ = cmd.Wait()
+	if !strings.Contains(term.Text(), "bye") {
+		t.Fatalf("the last output was lost: %q", term.Text())
+	}
+	if err := term.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(term.Text(), "bye") {
+		t.Fatal("the screen is gone after Close")
+	}
+	if err := term.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if err := term.Resize(Size{Cols: 50, Rows: 10}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Resize after Close: %v", err)
+	}
+}
+
+// drain reads a client into s until it shows want, and returns s.
+func drain(t *testing.T, c *Client, s *Screen, want string) *Screen {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for !strings.Contains(s.Text(), want) {
+		b, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %q from the client: %v; it shows\n%s", want, err, s.Text())
+		}
+		s.Feed(b)
+	}
+	return s
+}
+
+func TestClientsSeeTheScreenAndFollow(t *testing.T) {
+	size := Size{Cols: 80, Rows: 10}
+	term, _ := startChild(t, "echo", Options{Size: size})
+	screenHas(t, term, "ready")
+	c := NewClient(0)
+	term.Attach(c)
+	if term.Clients() != 1 {
+		t.Fatalf("%d clients", term.Clients())
+	}
+	s := drain(t, c, NewScreen(size), "ready") // drawn at once, before any new output
+	if err := term.Send(Input{Text: "one", Enter: true}); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, c, s, `got "one"`)
+	if s.Text() != term.Text() {
+		t.Fatalf("the client shows\n%s\nthe terminal\n%s", s.Text(), term.Text())
+	}
+
+	// The run ends; the client sees a notice, then the next run's screen.
+	term.Notice("[tend] echo:0 exited: exit 1 (runtime_error), crash 1 of 5; next run in 2s")
+	drain(t, c, s, "[tend] echo:0 exited")
+	next, _ := startChild(t, "echo", Options{Size: size})
+	screenHas(t, next, "ready")
+	term.MoveClients(next)
+	if term.Clients() != 0 || next.Clients() != 1 {
+		t.Fatalf("clients %d and %d after the move", term.Clients(), next.Clients())
+	}
+	b, err := c.Next(context.Background()) // the next run's screen, drawn over the old one
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Feed(b)
+	if strings.Contains(s.Text(), "[tend]") || strings.Contains(s.Text(), "one") {
+		t.Fatalf("the next run's screen is not a fresh one:\n%s", s.Text())
+	}
+
+	c.Close()
+	if next.Clients() != 0 {
+		t.Fatal("a closed client is still attached")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		if _, err := c.Next(ctx); err != nil {
+			if err != io.EOF {
+				t.Fatalf("Next after Close: %v", err)
+			}
+			break
+		}
+	}
+}
+
+func TestSlowClientGetsARedraw(t *testing.T) {
+	size := Size{Cols: 80, Rows: 24}
+	var out atomic.Int64
+	term, _ := startChild(t, "flood", Options{Size: size, Output: func(p []byte) bool {
+		out.Add(int64(len(p)))
+		return true
+	}})
+	slow := NewClient(16 << 10) // never read until the flood is over
+	term.Attach(slow)
+	fast := NewClient(0)
+	term.Attach(fast)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a client that keeps up sees every byte
+		defer wg.Done()
+		drain(t, fast, NewScreen(size), "END OF FLOOD")
+	}()
+	screenHas(t, term, "END OF FLOOD")
+	wg.Wait()
+	if out.Load() < 8<<20 {
+		t.Fatalf("Output got %d bytes, the child wrote over 8 MiB", out.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := slow.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("\x1b[?2026h")) || len(b) > 64<<10 {
+		t.Fatalf("the slow client got %d bytes starting %q, not a redraw", len(b), b[:min(len(b), 20)])
+	}
+	s := NewScreen(size)
+	s.Feed(b)
+	if s.Text() != term.Text() {
+		t.Fatalf("the slow client's redraw shows\n%s\nthe terminal\n%s", s.Text(), term.Text())
+	}
+}
+
+func TestOutputBackpressure(t *testing.T) {
+	var paused atomic.Bool
+	var got atomic.Int64
+	var term *Terminal
+	term, _ = startChild(t, "flood", Options{Output: func(p []byte) bool {
+		got.Add(int64(len(p)))
+		if got.Load() > 1<<20 && !paused.Load() {
+			paused.Store(true)
+			return false
+		}
+		return true
+	}})
+	waitFor(t, "the pause", paused.Load)
+	held := got.Load()
+	time.Sleep(300 * time.Millisecond)
+	if got.Load() != held {
+		t.Fatalf("read on while paused: %d then %d", held, got.Load())
+	}
+	term.Resume()
+	screenHas(t, term, "END OF FLOOD")
+}
+
+func TestAdoptRefusesABadSize(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fd, _ := unix.FcntlInt(r.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	r.Close()
+	if _, err := Adopt(fd, Options{Size: Size{Cols: 2000, Rows: 10}}); err == nil {
+		t.Fatal("Adopt took a size out of range")
+	}
+}
