@@ -50,8 +50,10 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, program.ErrExists):
 		return http.StatusConflict
-	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig):
+	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig), errors.Is(err, program.ErrBadLabel):
 		return http.StatusBadRequest
+	case errors.Is(err, program.ErrNotRunning):
+		return http.StatusConflict
 	case errors.Is(err, program.ErrStopping):
 		return http.StatusServiceUnavailable
 	}

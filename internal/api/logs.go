@@ -88,7 +88,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	srcs, err := s.b.LogSources(sel)
+	labels, err := labelParam(r)
+	if err != nil {
+		return err
+	}
+	srcs, err := s.b.LogSources(sel, labels)
 	if err != nil {
 		return err
 	}

@@ -155,7 +155,7 @@ func TestStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) == 0 || list[0].ID != "web:0" {
 		t.Errorf("status NAME --json = %v %+v:\n%s", err, list, r.stdout)
 	}
-	d.tend(t, "status").wantErr(t, 2, "accepts 1 arg")
+	d.tend(t, "status").wantErr(t, 2, "an ID (NAME:K, NAME or all) or -l KEY=VALUE")
 }
 
 func TestActions(t *testing.T) {
@@ -171,7 +171,8 @@ func TestActions(t *testing.T) {
 		d.tend(t, verb, "nope").wantErr(t, 3, "no such program or instance")
 		d.tend(t, verb, "web:9").wantErr(t, 3, "no such program or instance")
 		d.tend(t, verb, "Bad!").wantErr(t, 3, "bad id")
-		d.tend(t, verb).wantErr(t, 2, "accepts 1 arg")
+		d.tend(t, verb).wantErr(t, 2, "an ID (NAME:K, NAME or all) or -l KEY=VALUE")
+		d.tend(t, verb, "a", "b").wantErr(t, 2, "accepts at most 1 arg")
 		d.tend(t, verb, "web", "--no-wait", "--timeout", "1s").wantErr(t, 2, "--no-wait cannot go with")
 		d.tend(t, verb, "web", "--timeout", "-1s").wantErr(t, 2, "--timeout")
 	}
@@ -185,7 +186,7 @@ func TestAdd(t *testing.T) {
 	d.fleet()
 	d.tend(t, "add", "jobs", "--instances", "2", "--agent", "--", "python3", "-u", "worker.py").
 		want(t, 0, "jobs:0\njobs:1\n")
-	st, err := d.b.Status("jobs:1")
+	st, err := d.b.Status("jobs:1", nil)
 	if err != nil || len(st) != 1 || !st[0].Agent {
 		t.Errorf("added instance = %+v, %v", st, err)
 	}
@@ -206,7 +207,8 @@ func TestRm(t *testing.T) {
 	d.fleet()
 	d.tend(t, "rm", "web").want(t, 0, "removed web\n")
 	d.tend(t, "rm", "web").wantErr(t, 3, "no such program")
-	d.tend(t, "rm").wantErr(t, 2, "accepts 1 arg")
+	d.tend(t, "rm").wantErr(t, 2, "tend rm -l KEY=VALUE")
+	d.tend(t, "rm", "all").wantErr(t, 2, "tend rm -l KEY=VALUE")
 }
 
 func TestLogs(t *testing.T) {
@@ -342,7 +344,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"ps", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"ps", "extra"}, "unknown command"},
-		{[]string{"logs", "a", "b"}, "accepts 1 arg"},
+		{[]string{"logs", "a", "b"}, "accepts at most 1 arg"},
+		{[]string{"logs"}, "or -l KEY=VALUE"},
 		{[]string{"events", "--since", "x"}, "--since"},
 		{[]string{"version", "now"}, "unknown command"},
 	} {

@@ -192,8 +192,9 @@ func (c *Client) Upgrade(ctx context.Context) (Upgraded, error) {
 
 // EventFilter narrows an event query. The zero value matches every event.
 type EventFilter struct {
-	Kinds []string // event kinds; empty = all
-	ID    string   // a selector: "all", a program name or "name:k"; "" = all events
+	Kinds  []string              // event kinds; empty = all
+	ID     string                // a selector: "all", a program name or "name:k"; "" = all events
+	Labels program.LabelSelector // only the events of instances whose program has every one
 }
 
 func (f EventFilter) query(q url.Values) {
@@ -202,6 +203,9 @@ func (f EventFilter) query(q url.Values) {
 	}
 	if f.ID != "" {
 		q.Set("id", f.ID)
+	}
+	if len(f.Labels) > 0 {
+		q["label"] = f.Labels.Strings()
 	}
 }
 

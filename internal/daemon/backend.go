@@ -18,10 +18,12 @@ type backend struct{ d *daemon }
 
 var _ api.Backend = (*backend)(nil)
 
-func (b *backend) List(agentsOnly bool) []program.Status { return b.d.broker.List(agentsOnly) }
+func (b *backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
+	return b.d.broker.Select(agentsOnly, labels)
+}
 
-func (b *backend) Status(sel string) ([]program.Status, error) {
-	ids, err := b.d.mgr.Resolve(sel)
+func (b *backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {
+	ids, err := b.d.matching(sel, labels)
 	if err != nil {
 		return nil, err
 	}
@@ -38,18 +40,20 @@ func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	return b.d.addProgram(spec, source)
 }
 
-func (b *backend) Remove(ctx context.Context, name string) error { return b.d.removeProgram(ctx, name) }
+func (b *backend) Remove(ctx context.Context, name string) error {
+	return b.d.removeAndForget(ctx, name)
+}
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Start(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Start)
 }
 
 func (b *backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Restart(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Restart)
 }
 
 func (b *backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Stop(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Stop)
 }
 
 // result turns the manager's outcomes into the API's answer: with Wait,
@@ -174,6 +178,8 @@ func (e eventSource) Since(since uint64, limit int) ([]program.Event, error) {
 }
 
 func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Subscribe(since) }
+
+func (e eventSource) LastSeq() uint64 { return e.log.LastSeq() }
 
 func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	now := time.Now()

@@ -116,6 +116,7 @@ type daemon struct {
 	capture     *spawn.Capture // the runs' output: logs, FIFOs, forwarding
 	metrics     *metrics.Metrics
 	trim        *trimmer                        // hands memory back after bursts
+	sessions    *sessions                       // removes remove_on_exit programs once they end
 	runs        *runs.File                      // runs.json, for the next daemon if this one dies
 	intents     *kept.Intents                   // intent.json: what the next daemon restores if this one dies
 	strays      sync.WaitGroup                  // stops of runs left by an earlier daemon for programs gone from the config
@@ -209,11 +210,15 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		st.Close()
 		return nil, err
 	}
-	publish := func(e program.Event) { d.log.Publish(e) }
+	publish := func(e program.Event) {
+		d.log.Publish(e)
+		d.metrics.CountEvent(e) // set before anything publishes (serve)
+	}
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
+	d.sessions = newSessions(d)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
-		Reaper: d.reaper, Publish: publish, Update: d.broker.Update,
+		Reaper: d.reaper, Publish: publish, Update: d.update,
 		Rand: rand.Float64, Capture: d.capture, NotifyDir: st.Notify.Path(), ShortDir: d.shortDir,
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
@@ -235,6 +240,9 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 	d.trim = newTrimmer()
 	d.metrics = metrics.New(metrics.Source{
 		Statuses:        func() []program.Status { return d.broker.List(false) },
+		Bare:            d.broker.ListBare,
+		Transient:       d.transient,
+		Programs:        func() int { return len(d.mgr.Specs()) },
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
@@ -267,7 +275,8 @@ func (d *daemon) serve(ctx context.Context, up *upgradeIn) error {
 		return errors.Join(err, d.stop())
 	}
 	defer stopHTTP()
-	d.addFleet()
+	go d.sessions.run()
+	d.addFleet(up != nil)
 	if up != nil {
 		// The fleet was taken up before the API served again: a client
 		// that connected during the upgrade (the next step of a rolling
@@ -355,8 +364,12 @@ func (d *daemon) serveUnix(up *upgradeIn, apiErr chan error) {
 
 // addFleet adds the config's programs, then those added over the API,
 // and settles what an earlier daemon left that none of them took up.
-func (d *daemon) addFleet() {
-	progs := slices.Concat(d.cfg.Programs, d.added)
+func (d *daemon) addFleet(upgraded bool) {
+	added := d.added
+	if !upgraded { // across an upgrade every run is still there: nothing ended meanwhile
+		added = d.dropEndedSessions(added)
+	}
+	progs := slices.Concat(d.cfg.Programs, added) // the config's, then those added over the API
 	_, errs := d.mgr.AddAll(progs)
 	d.fleetUp.Store(true)
 	for i, err := range errs {
@@ -383,7 +396,10 @@ func (d *daemon) stop() error {
 	d.announceStop()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
 	defer cancel()
+	d.sessions.stop()
+	sessions := d.sessionSpecs()
 	err := d.mgr.Shutdown(ctx)
+	d.endSessions(sessions, 5*time.Second) // an attached client reads to the end first
 	d.strays.Wait()
 	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)

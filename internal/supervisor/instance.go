@@ -530,7 +530,7 @@ func (in *Instance) settle(state string) {
 }
 
 func (in *Instance) publish(kind string, data any) {
-	in.deps.Publish(program.Event{Kind: kind, ID: in.id, Program: in.spec.Name, Data: data})
+	in.deps.Publish(program.Event{Kind: kind, ID: in.id, Program: in.spec.Name, Labels: in.spec.Labels, Data: data})
 }
 
 // report hands the broker the instance's current state.

@@ -100,7 +100,10 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	sendAll(todo.stops, cmdStop, program.ActOptions{})
 	replies := sendAll(todo.starts, cmdStart, program.ActOptions{})
 	m.mu.Lock()
-	m.starting = append(m.starting, replies...)
+	// Keep only the starts not yet carried out: after the fleet's start
+	// nobody calls WaitStarted, and every program added over the API would
+	// otherwise leave its reply here for good.
+	m.starting = append(slices.DeleteFunc(m.starting, func(r chan bool) bool { return len(r) > 0 }), replies...)
 	m.mu.Unlock()
 	return ids, errs
 }
