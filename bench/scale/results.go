@@ -31,13 +31,13 @@ type Settings struct {
 	Cgroup      string     `json:"cgroup"`    // [daemon] cgroup of the plain fleets
 	Idle        measure.Ms `json:"idle_ms"`
 	Settle      measure.Ms `json:"settle_ms"`
-	Requests    int        `json:"requests"`  // timed GET /v1/status listings
-	CLIRuns     int        `json:"cli_runs"`  // timed tend ps and tend status ID execs, each
-	Cold        int        `json:"cold"`      // cold GET /v1/status and tend ps, each
+	Requests    int        `json:"requests"` // timed GET /v1/status listings
+	CLIRuns     int        `json:"cli_runs"` // timed tend ps and tend status ID execs, each
+	Cold        int        `json:"cold"`     // cold GET /v1/status and tend ps, each
 	ColdGap     measure.Ms `json:"cold_gap_ms"`
 	MemEvery    measure.Ms `json:"memory_every_ms"` // the memory watch's pace
-	LoadRuns    int        `json:"load_runs"` // timed config loads per shape
-	Sweeps      int        `json:"sweeps"`    // timed sweeps of the groups' memory files
+	LoadRuns    int        `json:"load_runs"`       // timed config loads per shape
+	Sweeps      int        `json:"sweeps"`          // timed sweeps of the groups' memory files
 	Kills       int        `json:"kills"`
 	Subscribers int        `json:"subscribers"`
 	Notifies    int        `json:"notifies"`

@@ -32,7 +32,7 @@ const (
 type binaries struct {
 	tend     string
 	notifier string
-	hello    string // a Go hello world: the floor of one CLI exec
+	hello    string         // a Go hello world: the floor of one CLI exec
 	src      measure.Source // what tend was built from
 }
 
