@@ -189,3 +189,23 @@ func TestConfigShapes(t *testing.T) {
 		t.Errorf("shapes with 10 instances: %v", got)
 	}
 }
+
+// The peers' cold listings, peaks and floor, from a run of the issue-22 harness.
+func TestPeerColumnsIssue22(t *testing.T) {
+	pr, err := peers.Load("../internal/peers/testdata/issue22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := peerCols{pr, 1000}
+	if v, ok := pc.listCold("runit"); !ok || v <= 0 {
+		t.Errorf("runit's cold listing %v %v", v, ok)
+	}
+	for _, what := range []string{"list_cold", "peak_pss", "up_floor"} {
+		if got := pc.scale(what); !strings.HasPrefix(got, "runit ") || !strings.Contains(got, "; tend there ") {
+			t.Errorf("%s: %q", what, got)
+		}
+	}
+	if got := pc.floor(); !strings.HasPrefix(got, "go-floor there: all running ") {
+		t.Errorf("floor: %q", got)
+	}
+}
