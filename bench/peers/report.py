@@ -187,19 +187,21 @@ def main():
 
     if lat:
         L.append("## 1. Exit-detection / restart latency (SIGKILL of a supervised program)\n")
+        new = any("execs" in r for r in lat["tools"].values())
+        program = ("Every tool execs the same argv-less program directly (for s6 and runit `./run` is a "
+                   "symlink to it); `execs` counts the replacement's exec events up to the program (1: its "
+                   "first exec is the program). " if new else "")
         L.append("%d kills per tool (CLI column: %d). Times in ms from just before kill(2), "
-                 "**median / p95**. Every tool execs the same argv-less program directly (for s6 and "
-                 "runit `./run` is a symlink to it); `execs` counts the replacement's exec events up to "
-                 "the program (1: its first exec is the program). **kill→fork** (the replacement "
+                 "**median / p95**. %s**kill→fork** (the replacement "
                  "exists) is the supervisor's own reaction and the primary figure; `exec` and `exit` "
                  "are kernel proc-connector timestamps too (no polling, supervisor undisturbed); "
                  "`status API` = first answer of the cheapest status path showing the new pid (polled "
                  "only once the replacement exists); `CLI` = kill, then loop the user CLI until it shows "
                  "the new pid (the polling can wake an event-loop supervisor). Gap between kills: %.1f s. "
-                 "tend runs with zero backoff here (every restart delay minimised, as for every tool); "
-                 "its default config is the next table.\n"
-                 % (lat["reps"], lat["cli_reps"], lat["gap_s"]))
-        if not any("execs" in r for r in lat["tools"].values()):
+                 "tend runs with zero backoff here (every restart delay minimised, as for every tool)%s.\n"
+                 % (lat["reps"], lat["cli_reps"], program, lat["gap_s"],
+                    "; its default config is §1b" if lat.get("default_config") else ""))
+        if not new:
             L.append("*(This run predates the direct exec: every tool ran `/bin/sleep 1000`, s6 and runit "
                      "through a `/bin/sh` run script, one more exec before the program.)*\n")
         L.append("| tool | **kill→fork** | kill→exec | execs | kill→old exits | "
