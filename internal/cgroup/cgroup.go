@@ -10,8 +10,10 @@
 // daemon finds its own again; PARENT is tend's own group (cgroup = "auto"),
 // where the daemon moves itself into a leaf of its own so that the groups
 // above its runs hold no process and may have the memory, cpu and pids
-// controllers enabled for them, or the directory cgroup = DIR names, in
-// which tend touches nothing but its own subtree. A child is placed in its
+// controllers enabled for them, or, for tend started as a systemd service,
+// a scope of its own that systemd makes beside the service (scope.go says
+// why), or the directory cgroup = DIR names, in which tend touches nothing
+// but its own subtree. A child is placed in its
 // group at fork (clone3 with CLONE_INTO_CGROUP, through the directory
 // descriptor that Group.Prepare returns), killed as a whole by cgroup.kill,
 // and known to be gone when cgroup.events says "populated 0", which the

@@ -302,3 +302,32 @@ func TestTendDownLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// At shutdown systemd stops every unit in one transaction; the runs'
+// scope is ordered Before=tend.service, so its stop waits for tend's own
+// shutdown of the fleet instead of signalling the runs beside it. The
+// same transaction by hand: both units stopped by one systemctl. The
+// runs' stop_signal is SIGINT, so that tend's stop and systemd's SIGTERM
+// tell apart.
+func TestScopeStopsAfterTend(t *testing.T) {
+	startFleet(t, configHead+sleeper("worker", 2)+"stop_signal = \"SIGINT\"\n")
+	runs := runsOf(t, "worker:0", "worker:1")
+	mustRun(t, "systemctl", "stop", scopeName, unitName)
+	for id, r := range runs {
+		if alive(r.pid) {
+			t.Errorf("%s (pid %d) outlived the stop", id, r.pid)
+		}
+	}
+	exited := map[string]event{}
+	for _, e := range auditEvents(t) {
+		if e.kind() == "exited" {
+			exited[e.id()] = e
+		}
+	}
+	for id := range runs {
+		if e := exited[id]; str(e, "likely_cause") != "operator_stop" || str(e, "signal") != "SIGINT" {
+			t.Errorf("%s ended by %v: want tend's stop (operator_stop, its stop_signal SIGINT), not systemd's SIGTERM", id, e)
+		}
+	}
+	scopeGone(t)
+}
