@@ -303,16 +303,28 @@ func TestTendDownLeavesNothing(t *testing.T) {
 	}
 }
 
-// At shutdown systemd stops every unit in one transaction; the runs'
-// scope is ordered Before=tend.service, so its stop waits for tend's own
-// shutdown of the fleet instead of signalling the runs beside it. The
-// same transaction by hand: both units stopped by one systemctl. The
-// runs' stop_signal is SIGINT, so that tend's stop and systemd's SIGTERM
-// tell apart.
+// At shutdown systemd stops every unit in one transaction (each unit
+// conflicts with shutdown.target); the runs' scope is ordered
+// Before=tend.service, so its stop waits for tend's own shutdown of the
+// fleet instead of signalling the runs beside it. The same transaction
+// without a shutdown: a target that conflicts with both units. (One
+// systemctl stop of both does not do: it asks for each in turn.) The runs'
+// stop_signal is SIGINT, so that tend's stop and systemd's SIGTERM tell
+// apart.
 func TestScopeStopsAfterTend(t *testing.T) {
 	startFleet(t, configHead+sleeper("worker", 2)+"stop_signal = \"SIGINT\"\n")
 	runs := runsOf(t, "worker:0", "worker:1")
-	mustRun(t, "systemctl", "stop", scopeName, unitName)
+	halt := "/etc/systemd/system/tend-vm-halt.target"
+	if err := os.WriteFile(halt, []byte("[Unit]\nDescription=stops tend and its runs' scope in one transaction\nConflicts="+unitName+" "+scopeName+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = run("systemctl", "stop", "tend-vm-halt.target")
+		_ = os.Remove(halt)
+		_, _ = run("systemctl", "daemon-reload")
+	})
+	mustRun(t, "systemctl", "daemon-reload")
+	mustRun(t, "systemctl", "start", "tend-vm-halt.target")
 	for id, r := range runs {
 		if alive(r.pid) {
 			t.Errorf("%s (pid %d) outlived the stop", id, r.pid)
@@ -328,6 +340,9 @@ func TestScopeStopsAfterTend(t *testing.T) {
 		if e := exited[id]; str(e, "likely_cause") != "operator_stop" || str(e, "signal") != "SIGINT" {
 			t.Errorf("%s ended by %v: want tend's stop (operator_stop, its stop_signal SIGINT), not systemd's SIGTERM", id, e)
 		}
+	}
+	if a := unitProp(t, "ActiveState"); a != "inactive" {
+		t.Errorf("tend.service is %s after the stop", a)
 	}
 	scopeGone(t)
 }

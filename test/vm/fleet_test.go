@@ -161,6 +161,7 @@ func diagnose(t *testing.T) {
 	for _, c := range [][]string{
 		{"systemctl", "status", unitName, "--no-pager", "-n", "0"},
 		{"journalctl", "-u", unitName, "--no-pager", "-n", "60", "-o", "short-monotonic"},
+		{"journalctl", "-u", scopeName, "--no-pager", "-n", "20", "-o", "short-monotonic"},
 		{tendBin, "ps"},
 		{"systemd-cgls", "--no-pager", "/system.slice/" + unitName},
 		{"systemctl", "status", scopeName, "--no-pager", "-n", "10"},
