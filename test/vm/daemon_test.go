@@ -315,7 +315,10 @@ func TestScopeStopsAfterTend(t *testing.T) {
 	startFleet(t, configHead+sleeper("worker", 2)+"stop_signal = \"SIGINT\"\n")
 	runs := runsOf(t, "worker:0", "worker:1")
 	halt := "/etc/systemd/system/tend-vm-halt.target"
-	if err := os.WriteFile(halt, []byte("[Unit]\nDescription=stops tend and its runs' scope in one transaction\nConflicts="+unitName+" "+scopeName+"\n"), 0o644); err != nil {
+	// After= them too, so that its start (and systemctl start) waits for
+	// both stops.
+	both := unitName + " " + scopeName
+	if err := os.WriteFile(halt, []byte("[Unit]\nDescription=stops tend and its runs' scope in one transaction\nConflicts="+both+"\nAfter="+both+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
