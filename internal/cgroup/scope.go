@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -269,7 +270,14 @@ func systemdScope(ctx context.Context, sc scopeSpec) error {
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
 	done := make(chan string, 1)
-	if _, err := conn.StartTransientUnitContext(ctx, sc.name, "fail", props, done); err != nil {
+	_, err = conn.StartTransientUnitContext(ctx, sc.name, "fail", props, done)
+	if dbusName(err) == "org.freedesktop.DBus.Error.PropertyReadOnly" && strings.Contains(err.Error(), "OOMPolicy") {
+		// A systemd whose scopes have no OOMPolicy (it came to scopes
+		// after services) does not stop a scope for an OOM kill either.
+		props = slices.DeleteFunc(props, func(p sddbus.Property) bool { return p.Name == "OOMPolicy" })
+		_, err = conn.StartTransientUnitContext(ctx, sc.name, "fail", props, done)
+	}
+	if err != nil {
 		if dbusName(err) == "org.freedesktop.systemd1.UnitExists" {
 			return fmt.Errorf("%s: %w", sc.name, errScopeExists)
 		}
