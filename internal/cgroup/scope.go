@@ -167,7 +167,9 @@ func inScope(sliceDir string, sc scopeSpec) (string, error) {
 // newScope starts a holder where tend is and has systemd start the scope
 // with it. A scope of the same name may still be going (emptied by the
 // last daemon's clean stop, not yet collected): then it asks again, for as
-// long as scopeTimeout.
+// long as scopeTimeout. A holder is a child of the daemon that nothing
+// here waits for: should it end, the daemon's reaper, the one caller of
+// wait4, collects it.
 func newScope(dir string, sc scopeSpec) error {
 	cmd := holdCommand()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -184,7 +186,7 @@ func newScope(dir string, sc scopeSpec) error {
 		}
 		if !errors.Is(err, errScopeExists) || ctx.Err() != nil {
 			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = cmd.Process.Release()
 			return err
 		}
 		select {
