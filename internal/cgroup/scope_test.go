@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // envHold makes the test binary a scope's holder (TestMain).
@@ -303,9 +305,10 @@ func TestRealScopeRefused(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("calls %+v", calls)
 	}
-	if _, ok := procStart(calls[0].pid); ok {
-		t.Errorf("the holder %d of the refused scope is still alive", calls[0].pid)
-	}
+	testutil.Eventually(t, "the refused scope's holder killed", func() bool {
+		_, alive := procStart(calls[0].pid)
+		return !alive
+	})
 	if err := tr.Leave(); err != nil {
 		t.Error(err)
 	}
