@@ -95,7 +95,7 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 		e.addCmd(), e.runCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
 		e.reloadCmd(), e.upgradeCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
 		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
-		e.completionCmd(), e.manCmd(),
+		e.completionCmd(), e.manCmd(), e.cgroupHoldCmd(),
 	)
 	e.addCompletions(root)
 	return root
