@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // The defaults of docs/config.md, in one place. A key a program and
@@ -36,6 +37,8 @@ func defaultSpec() program.Spec {
 		Cwd:           defaultCwd,
 		Instances:     1,
 		TurnIdleAfter: 10 * time.Second,
+		TtyCols:       terminal.DefaultSize.Cols,
+		TtyRows:       terminal.DefaultSize.Rows,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -88,6 +91,7 @@ var programKeys = []string{
 	"watchdog", "idle_output_timeout", "wedge_checks", "wedge_startup_grace",
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
+	"tty", "tty_size",
 }
 
 var (
