@@ -13,11 +13,13 @@ import (
 func (e *env) logsCmd() *cobra.Command {
 	var o client.LogOptions
 	cmd := &cobra.Command{
-		Use:   "logs ID|NAME|all [-f] [-n N] [--since D] [--timestamps] [--stderr]",
+		Use:   "logs ID|NAME|all [-f] [-n N] [--since D] [--timestamps] [--stderr] [--raw]",
 		Short: "print captured output: one instance, every instance of a program, or all",
 		Long: "Prints the instances' captured stdout and stderr. With more than one instance the\n" +
 			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
-			"logs does); -n counts lines over all of them together.",
+			"logs does); -n counts lines over all of them together. A program with a terminal\n" +
+			"(tty = true) is shown as text, without its control sequences; --raw prints the\n" +
+			"bytes it wrote.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			if o.Tail < 0 {
@@ -44,6 +46,7 @@ func (e *env) logsCmd() *cobra.Command {
 	f.StringVar(&o.Since, "since", "", "only lines newer than this: a duration (10m) or an RFC 3339 time")
 	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "print each line's time")
 	f.BoolVar(&o.Stderr, "stderr", false, "only stderr lines")
+	f.BoolVar(&o.Raw, "raw", false, "a terminal's output as the bytes the program wrote, control sequences and all")
 	f.BoolVar(&o.JSON, "json", false, `JSON lines {"ts","id","stream","line"}`)
 	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // The defaults of docs/config.md, in one place. A key a program and
@@ -37,8 +36,8 @@ func defaultSpec() program.Spec {
 		Cwd:           defaultCwd,
 		Instances:     1,
 		TurnIdleAfter: 10 * time.Second,
-		TtyCols:       terminal.DefaultSize.Cols,
-		TtyRows:       terminal.DefaultSize.Rows,
+		TtyCols:       defaultTTYCols,
+		TtyRows:       defaultTTYRows,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,

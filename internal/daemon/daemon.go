@@ -86,6 +86,8 @@ type daemon struct {
 	mgr         *supervisor.Manager
 	api         *api.Server
 	capture     *spawn.Capture // the runs' output: logs, FIFOs, forwarding
+	keeper      *ttyKeeper     // holds tty runs' terminals beyond this daemon (keeper.go)
+	terminals   *terminals     // the API's terminal routes (terminals.go)
 	metrics     *metrics.Metrics
 	trim        *trimmer                        // hands memory back after bursts
 	runs        *runs.File                      // runs.json, for the next daemon if this one dies
@@ -155,6 +157,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		return nil, err
 	}
 	publish := func(e program.Event) { d.log.Publish(e) }
+	d.keeper = d.openKeeper() // before the instances: adoptions take their terminals back from it
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
@@ -163,7 +166,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
-		Record:   d.record,
+		Record:   d.record, Keeper: d.keeper,
 	}, d.broker.Forget)
 	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
 		d.closeCapture()
@@ -179,8 +182,12 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options) (*daemo
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
 	})
+	d.terminals = &terminals{d: d} // the API's Terminals, for its screen, input and attach routes
 	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
 	started = true
+	if testStarted != nil {
+		testStarted(d)
+	}
 	return d, nil
 }
 
@@ -254,6 +261,7 @@ func (d *daemon) stop() error {
 	defer cancel()
 	err := d.mgr.Shutdown(ctx)
 	d.strays.Wait()
+	d.keeper.quit()
 	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)
 	d.runs.Close()

@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/spawn"
 )
 
@@ -45,7 +46,13 @@ func (b *backend) LogSources(sel string) ([]logfile.Source, error) {
 	}
 	out := make([]logfile.Source, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, logfile.Source{ID: id, Log: b.d.capture.Log(id)})
+		src := logfile.Source{ID: id, Log: b.d.capture.Log(id)}
+		if name, _, ok := program.SplitID(id); ok {
+			if spec, ok := b.d.mgr.Spec(name); ok {
+				src.TTY = spec.Tty
+			}
+		}
+		out = append(out, src)
 	}
 	return out, nil
 }
