@@ -209,4 +209,17 @@ func (k *ttyKeeper) quit() {
 		case <-time.After(3 * time.Second):
 		}
 	}
+	// A keeper that went (it held nothing) leaves its socket: remove it,
+	// unless a keeper still serves it (holding runs left alone).
+	for range 20 {
+		if c, err := keeper.Dial(k.path); err != nil {
+			if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
+				_ = os.Remove(k.path)
+			}
+			return
+		} else {
+			c.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -226,7 +226,7 @@ func TestTerminalOutlivesTheDaemon(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Skipf("cannot become a subreaper: %v", err)
 	}
-	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	t.Cleanup(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
 	conf := `
@@ -265,6 +265,18 @@ tty_size = "60x10"
 	})
 	kp := keeperPID(t, dir)
 	killUp()
+	// Orphaned to this process now: if the test ends before a daemon stops
+	// them, they are ended and reaped here (after that daemon's stop).
+	for _, p := range []int{pid, kp} {
+		t.Cleanup(func() {
+			var ws syscall.WaitStatus
+			if got, err := syscall.Wait4(p, &ws, syscall.WNOHANG, nil); err != nil || got == p {
+				return
+			}
+			syscall.Kill(p, syscall.SIGKILL)
+			syscall.Wait4(p, &ws, 0, nil)
+		})
+	}
 	if !testutil.Alive(pid) || !testutil.Alive(kp) {
 		t.Fatalf("the run (%v) or the keeper (%v) died with the daemon", testutil.Alive(pid), testutil.Alive(kp))
 	}
