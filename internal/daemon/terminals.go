@@ -55,18 +55,24 @@ func (t *terminals) Input(sel string, in program.Input) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.All && s.Instance >= 0 { // one instance, by its id
+		if ttys[0] == nil {
+			return nil, notTerminal(ids[0])
+		}
+		if err := ttys[0].Send(in); err != nil {
+			return nil, t.why(ids[0], err)
+		}
+		return ids, nil
+	}
 	var sent []string
 	var errs []error
 	anyTTY := false
 	for i, tty := range ttys {
 		if tty == nil {
-			if !s.All && s.Instance >= 0 {
-				return nil, notTerminal(ids[i])
-			}
 			continue
 		}
 		anyTTY = true
-		if !tty.Running() && (s.All || s.Instance < 0) {
+		if !tty.Running() {
 			continue // of a name or all, only those running
 		}
 		if err := tty.Send(in); err != nil {

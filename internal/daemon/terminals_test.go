@@ -292,15 +292,18 @@ tty_size = "60x10"
 		t.Fatalf("not adopted: %+v %v", st, err)
 	}
 	waitScreen(t, d, "agent:0", "END>")
-	raw := ttyLogs(t, c2, "agent:0", true)
 	want := "\x1b[2J\x1b[Hfirst screen\r\n\x1b[1mbold\x1b[0m\r\n"
 	for i := range 3000 {
 		want += "meanwhile " + strconv.Itoa(i) + "\r\n"
 	}
 	want += "END> "
-	if raw != want {
-		t.Fatalf("the log has %d bytes, want %d; it ends %q", len(raw), len(want), raw[max(0, len(raw)-200):])
-	}
+	var raw string
+	testutil.Eventually(t, "the log to hold every byte", func() bool {
+		raw = ttyLogs(t, c2, "agent:0", true)
+		return raw == want
+	}, testutil.Explain(func() string {
+		return fmt.Sprintf("the log has %d bytes, want %d; it ends %q", len(raw), len(want), raw[max(0, len(raw)-200):])
+	}))
 	s := terminal.NewScreen(terminal.Size{Cols: 60, Rows: 10})
 	s.Feed([]byte(want))
 	if got := screenText(t, d, "agent:0"); got != strings.TrimRight(s.Text(), "\n") {

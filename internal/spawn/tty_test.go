@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,17 @@ import (
 // as the supervisor sets a tty run up.
 func startTTYChild(t *testing.T, o *Output, script string) (*terminal.Terminal, *child) {
 	t.Helper()
-	var term *terminal.Terminal
-	resume := func() { term.Resume() }
+	var tp atomic.Pointer[terminal.Terminal] // as the supervisor does: the terminal reads from its start
+	resume := func() {
+		if t := tp.Load(); t != nil {
+			t.Resume()
+		}
+	}
 	term, slave, err := terminal.Open(terminal.Options{Size: terminal.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(resume)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tp.Store(term)
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = terminal.SysProcAttr()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -79,12 +80,30 @@ func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
 	h.mu.Lock()
 	size := h.size
 	h.mu.Unlock()
-	var t *terminal.Terminal
-	t, slave, err := terminal.Open(terminal.Options{Size: size, Output: in.out.TTYOutput(func() { t.Resume() })})
+	output, made := in.ttyOutput()
+	t, slave, err := terminal.Open(terminal.Options{Size: size, Output: output})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
+	made(t)
 	return t, slave, nil
+}
+
+// ttyOutput returns the Output of a terminal about to be made (its reads go
+// to the instance's log) and the function to call with that terminal once
+// it is made: the terminal reads from the moment it is made, and a pause
+// the log asked for before then is undone there, not lost.
+func (in *Instance) ttyOutput() (func([]byte) bool, func(*terminal.Terminal)) {
+	var tp atomic.Pointer[terminal.Terminal]
+	output := in.out.TTYOutput(func() {
+		if t := tp.Load(); t != nil {
+			t.Resume()
+		}
+	})
+	return output, func(t *terminal.Terminal) {
+		tp.Store(t)
+		t.Resume() // nothing paused: nothing done
+	}
 }
 
 // startedTTY follows spawn.Start: the daemon's slave goes (the run has its
@@ -168,14 +187,17 @@ func (in *Instance) adoptTTY(a Adoption) {
 			size = s // as a client left it
 		}
 	}
-	replay, at := in.out.TTYTail(a.StartedAt, replayMax)
-	var t *terminal.Terminal
-	t, err := terminal.Adopt(fd, terminal.Options{Size: size, Replay: replay, ReplayAt: at, Output: in.out.TTYOutput(func() { t.Resume() })})
+	// The log's times are to the millisecond: the run's first record may
+	// carry the millisecond it started in.
+	replay, at := in.out.TTYTail(a.StartedAt.Truncate(time.Millisecond), replayMax)
+	output, made := in.ttyOutput()
+	t, err := terminal.Adopt(fd, terminal.Options{Size: size, Replay: replay, ReplayAt: at, Output: output})
 	if err != nil {
 		h.begin(nil, a.PID, "the adopted run's terminal cannot be read: "+err.Error())
 		in.out.Note("cannot read the adopted run's terminal: " + err.Error())
 		return
 	}
+	made(t)
 	h.mu.Lock()
 	h.size = size
 	h.mu.Unlock()
