@@ -35,13 +35,16 @@ func (s *Server) routes() {
 
 		{"POST /v1/programs", private, s.handle(s.add)},
 		{"DELETE /v1/programs/{name}", private, s.handle(s.remove)},
+		{"DELETE /v1/programs", private, s.handle(s.removeAll)}, // ?label=: every program with those labels
 		{"POST /v1/programs/{id}/start", private, s.handle(s.start)},
 		{"POST /v1/programs/{id}/stop", private, s.handle(s.stop)},
 		{"POST /v1/programs/{id}/restart", private, s.handle(s.restart)},
 		{"POST /v1/programs/{name}/scale", private, s.handle(s.scale)},
+		{"POST /v1/programs/{id}/signal", private, s.handle(s.signal)}, // an attached client's Ctrl-C
 
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},
+		{"POST /v1/upgrade", private, s.handle(s.upgrade)},
 
 		{"GET /v1/logs/{id}", private, s.handle(s.logs)},
 		{"GET /v1/events", private, s.handle(s.events)},

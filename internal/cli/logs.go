@@ -12,16 +12,23 @@ import (
 
 func (e *env) logsCmd() *cobra.Command {
 	var o client.LogOptions
+	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "logs ID|NAME|all [-f] [-n N] [--since D] [--timestamps] [--stderr] [--raw]",
+		Use:   "logs [ID|NAME|all] [-l KEY=VALUE]... [-f] [-n N] [--since D] [--timestamps] [--stderr] [--raw]",
 		Short: "print captured output: one instance, every instance of a program, or all",
 		Long: "Prints the instances' captured stdout and stderr. With more than one instance the\n" +
 			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
-			"logs does); -n counts lines over all of them together. A program with a terminal\n" +
-			"(tty = true) is shown as text, without its control sequences; --raw prints the\n" +
-			"bytes it wrote.",
-		Args: cobra.ExactArgs(1),
+			"logs does); -n counts lines over all of them together. -l keeps the instances whose\n" +
+			"program has the label (without an ID: every one that has it). A program with a\n" +
+			"terminal (tty = true) is shown as text, without its control sequences; --raw\n" +
+			"prints the bytes it wrote.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			sel, labels, err := selection("logs", args, rawLabels)
+			if err != nil {
+				return err
+			}
+			o.Labels = labels
 			if o.Tail < 0 {
 				return usageError{errors.New("logs: -n wants a number of lines from 0")}
 			}
@@ -37,9 +44,10 @@ func (e *env) logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.Logs(e.ctx, args[0], o, e.stdout)
+			return c.Logs(e.ctx, sel, o, e.stdout)
 		}),
 	}
+	labelFlag(cmd, &rawLabels)
 	f := cmd.Flags()
 	f.BoolVarP(&o.Follow, "follow", "f", false, "keep printing new output")
 	f.IntVarP(&o.Tail, "lines", "n", 100, "how many of the last lines to print")

@@ -92,8 +92,8 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 	root.AddCommand(
 		e.upCmd(), e.psCmd(), e.statusCmd(),
 		e.startCmd(), e.stopCmd(), e.restartCmd(),
-		e.addCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
-		e.reloadCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
+		e.addCmd(), e.runCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
+		e.reloadCmd(), e.upgradeCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
 		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
 		e.completionCmd(), e.manCmd(),
 	)

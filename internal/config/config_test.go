@@ -57,6 +57,7 @@ user = "nobody"
 group = "nogroup"
 tty = true
 tty_size = "80x24"
+labels = { session = "s-42", owner = "ana" }
 restart = "on-failure"
 autostart = false
 ready = "notify"
@@ -128,6 +129,7 @@ func TestFullExample(t *testing.T) {
 		Instances: 3, Agent: true, TurnIdleAfter: 20 * time.Second, TurnGrace: 10 * time.Minute,
 		User: "nobody", Group: "nogroup",
 		Tty: true, TtyCols: 80, TtyRows: 24,
+		Labels:  map[string]string{"session": "s-42", "owner": "ana"},
 		Restart: program.RestartOnFailure, Autostart: false, Ready: program.ReadyNotify, StartTimeout: 45 * time.Second,
 		StopSignal: syscall.SIGINT, StopGrace: 3 * time.Second,
 

@@ -35,6 +35,7 @@ type Output struct {
 	streams []*stream  // the read ends being watched (an old run's heirs may hold one on)
 	tty     *ttyStream // the current run's terminal, for a run with one (tty.go)
 	closed  bool
+	frozen  bool          // Freeze: no read end is put back in the loop until Thaw
 	flushed chan struct{} // closed by the writer once the last frames are written
 	took    chan struct{} // the writer took pend (room for one signal)
 	final   bool          // the writer has taken the last frames
@@ -312,6 +313,10 @@ func (o *Output) resume(listed bool) {
 	o.mu.Lock()
 	if listed {
 		o.waiting = false
+	}
+	if o.frozen { // Thaw resumes it
+		o.mu.Unlock()
+		return
 	}
 	if !o.c.room(len(o.pend)) {
 		if !o.waiting && o.pausedLocked() {
