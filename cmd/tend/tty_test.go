@@ -206,3 +206,64 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A tty run across tend upgrade and then a daemon killed outright: the
+// same run goes on in the same terminal, and its log has every line it
+// wrote, in order, none twice: the old daemon writes out what it read and
+// stops reading, the terminal's master is handed over by inheritance, the
+// new one reads on; the keeper still holds the master for the next daemon.
+func TestUpgradeKeepsATerminal(t *testing.T) {
+	dir := t.TempDir()
+	tend := installTend(t, dir)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, `[program.ticker]
+shell = "i=0; while :; do i=$((i+1)); printf 'tick %d\n' $i; sleep 0.005; done"
+tty = true
+`)
+	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
+	up, stderr := startUpLogged(t, tend, conf)
+	waitRunning(t, c, "ticker:0")
+	before := pids(t, c, "ticker:0")
+	keeper := keeperOf(t, dir)
+	ticks := func() int {
+		t.Helper()
+		_, out, _ := tendRun(t, tend, "logs", "-c", conf, "ticker:0", "--raw", "-n", "100000")
+		n := 0
+		lines := strings.Split(out, "\r\n")
+		lines = lines[:len(lines)-1] // what follows the last newline: "", or a line being written
+		for _, line := range lines {
+			n++
+			if line != "tick "+strconv.Itoa(n) {
+				t.Fatalf("line %d of the log is %q", n, line)
+			}
+		}
+		return n
+	}
+	testutil.Eventually(t, "ticks before", func() bool { return ticks() > 50 })
+
+	replaceTend(t, tend, tend, "\n# the next build\n")
+	if code, out, errOut := tendRun(t, tend, "-c", conf, "upgrade"); code != 0 {
+		t.Fatalf("tend upgrade: %d %s%s\n%s", code, out, errOut, stderr())
+	}
+	n := ticks()
+	testutil.Eventually(t, "ticks after the upgrade", func() bool { return ticks() > n+50 })
+	if after := pids(t, c, "ticker:0"); after["ticker:0"] != before["ticker:0"] {
+		t.Fatalf("the run changed across the upgrade: %v, %v", before, after)
+	}
+	if st, _ := c.Status("ticker:0"); st.TTY == nil || st.TTY.ScreenChangedAt.IsZero() {
+		t.Errorf("tty after the upgrade: %+v", st.TTY)
+	}
+	if got := keeperOf(t, dir); got != keeper {
+		t.Errorf("keeper %d after the upgrade, %d before", got, keeper)
+	}
+
+	killUp(t, up, up.Process.Pid, before)
+	orphaned(t, keeper)
+	up = startUp(t, tend, conf)
+	waitRunning(t, c, "ticker:0")
+	n = ticks()
+	testutil.Eventually(t, "ticks after the daemon was killed", func() bool { return ticks() > n+50 })
+	downAndGone(t, c, up, before)
+	testutil.Eventually(t, "the keeper to go", func() bool { return !testutil.Alive(keeper) })
+}

@@ -22,10 +22,17 @@ import (
 // replays it into the screen) and the records give the stream back byte
 // for byte. Forwarded lines are text (terminal.TextLines).
 
+// TTYControl is what the capture does with a run's terminal: stop reading
+// it (Freeze, for an upgrade) and read on (after backpressure, or Thaw).
+type TTYControl interface {
+	Pause() error
+	Resume()
+}
+
 // ttyStream is the current run's terminal as the capture sees it.
 type ttyStream struct {
-	resume func() // the terminal's Resume
-	paused bool   // the terminal was asked to stop reading; guarded by Output.mu
+	ctl    TTYControl
+	paused bool // the terminal was asked to stop reading for want of room; guarded by Output.mu
 }
 
 // ttyRead bounds one read of a terminal (the terminal's read chunk): a read
@@ -33,10 +40,10 @@ type ttyStream struct {
 const ttyRead = 16 << 10
 
 // TTYOutput returns the function the current run's terminal hands each
-// read to (terminal.Options.Output), given resume, that terminal's Resume,
-// for when a paused terminal may read on. Each run's terminal gets its own.
-func (o *Output) TTYOutput(resume func()) func(p []byte) bool {
-	st := &ttyStream{resume: resume}
+// read to (terminal.Options.Output), given ctl, that terminal's control.
+// Each run's terminal gets its own.
+func (o *Output) TTYOutput(ctl TTYControl) func(p []byte) bool {
+	st := &ttyStream{ctl: ctl}
 	if o.c != nil {
 		o.mu.Lock()
 		o.tty = st
@@ -71,14 +78,36 @@ func (o *Output) takeTTY(st *ttyStream, p []byte) bool {
 }
 
 // takeTTYResumeLocked takes the resume of the current terminal if it was
-// paused; the caller calls it without o.mu (it waits for the epoll loop,
-// whose handler takes o.mu).
+// paused, unless the output is frozen (Thaw resumes it); the caller calls
+// it without o.mu (it waits for the epoll loop, whose handler takes o.mu).
 func (o *Output) takeTTYResumeLocked() func() {
-	if st := o.tty; st != nil && st.paused {
+	if st := o.tty; st != nil && st.paused && !o.frozen {
 		st.paused = false
-		return st.resume
+		return st.ctl.Resume
 	}
 	return nil
+}
+
+// pauseTTY stops reading the current run's terminal, if it has one, for
+// Freeze; thawTTY reads on (unless it waits for room: resume does that).
+func (o *Output) pauseTTY() error {
+	o.mu.Lock()
+	st := o.tty
+	o.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.ctl.Pause()
+}
+
+func (o *Output) thawTTY() {
+	o.mu.Lock()
+	st := o.tty
+	paused := st != nil && st.paused
+	o.mu.Unlock()
+	if st != nil && !paused {
+		st.ctl.Resume()
+	}
 }
 
 // writeTTY stores one read of a terminal as records: a record per line,

@@ -20,17 +20,12 @@ import (
 // as the supervisor sets a tty run up.
 func startTTYChild(t *testing.T, o *Output, script string) (*terminal.Terminal, *child) {
 	t.Helper()
-	var tp atomic.Pointer[terminal.Terminal] // as the supervisor does: the terminal reads from its start
-	resume := func() {
-		if t := tp.Load(); t != nil {
-			t.Resume()
-		}
-	}
-	term, slave, err := terminal.Open(terminal.Options{Size: terminal.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(resume)})
+	ctl := &testCtl{} // as the supervisor does: the terminal reads from its start
+	term, slave, err := terminal.Open(terminal.Options{Size: terminal.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(ctl)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.Store(term)
+	ctl.t.Store(term)
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = terminal.SysProcAttr()
@@ -160,6 +155,21 @@ func TestTTYBackpressure(t *testing.T) {
 	got := raw(readAll(t, r.c, logfile.Query{Tail: -1}, "fast:0"))
 	if string(got) != want.String() {
 		t.Fatalf("%d bytes stored, want %d", len(got), want.Len())
+	}
+}
+
+type testCtl struct{ t atomic.Pointer[terminal.Terminal] }
+
+func (c *testCtl) Pause() error {
+	if t := c.t.Load(); t != nil {
+		return t.Pause()
+	}
+	return nil
+}
+
+func (c *testCtl) Resume() {
+	if t := c.t.Load(); t != nil {
+		t.Resume()
 	}
 }
 

@@ -13,8 +13,8 @@ type Adoption struct {
 	Run        int
 	StartedAt  time.Time
 	// TTYFD, when > 0, is the master of the run's terminal, inherited (tend
-	// upgrade hands it on; Manager.TTYMasters lists them): the instance
-	// owns it from here. Else a tty run's master comes from the Keeper.
+	// upgrade hands it on): the instance owns it from here. Else a tty
+	// run's master comes from the Keeper.
 	TTYFD int
 }
 

@@ -94,15 +94,28 @@ func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
 // it is made: the terminal reads from the moment it is made, and a pause
 // the log asked for before then is undone there, not lost.
 func (in *Instance) ttyOutput() (func([]byte) bool, func(*terminal.Terminal)) {
-	var tp atomic.Pointer[terminal.Terminal]
-	output := in.out.TTYOutput(func() {
-		if t := tp.Load(); t != nil {
-			t.Resume()
-		}
-	})
+	ctl := &ttyCtl{}
+	output := in.out.TTYOutput(ctl)
 	return output, func(t *terminal.Terminal) {
-		tp.Store(t)
+		ctl.t.Store(t)
 		t.Resume() // nothing paused: nothing done
+	}
+}
+
+// ttyCtl is a terminal's control for the capture (spawn.TTYControl),
+// before and after the terminal exists.
+type ttyCtl struct{ t atomic.Pointer[terminal.Terminal] }
+
+func (c *ttyCtl) Pause() error {
+	if t := c.t.Load(); t != nil {
+		return t.Pause()
+	}
+	return nil
+}
+
+func (c *ttyCtl) Resume() {
+	if t := c.t.Load(); t != nil {
+		t.Resume()
 	}
 }
 
@@ -173,8 +186,14 @@ func (in *Instance) adoptTTY(a Adoption) {
 		return
 	}
 	fd, ok := a.TTYFD, a.TTYFD > 0
-	if !ok && in.deps.Keeper != nil {
-		fd, ok = in.deps.Keeper.Take(in.id, a.PID)
+	if k := in.deps.Keeper; k != nil {
+		// The keeper's copy is claimed either way, so that it stays held
+		// for this run (and is let go when it ends).
+		if kfd, kok := k.Take(in.id, a.PID); kok && ok {
+			unix.Close(kfd)
+		} else if kok {
+			fd, ok = kfd, true
+		}
 	}
 	if !ok {
 		h.begin(nil, a.PID, "the terminal of this run was lost with the daemon that started it; tend restart "+in.id+" gives it a new one")
@@ -202,6 +221,40 @@ func (in *Instance) adoptTTY(a Adoption) {
 	h.size = size
 	h.mu.Unlock()
 	h.begin(t, a.PID, "")
+}
+
+// ttyName names a tty run's master in an upgrade's handover.
+func ttyName(id string) string { return "tty/" + id }
+
+// liveTTY hands the current run's master over by inheritance (tend
+// upgrade): a copy in the process's table, close-on-exec, in fds.
+func (in *Instance) liveTTY(fds map[string]int) {
+	if in.tty == nil {
+		return
+	}
+	in.tty.mu.Lock()
+	t := in.tty.cur
+	in.tty.mu.Unlock()
+	if t == nil {
+		return
+	}
+	if fd, err := t.Dup(); err == nil {
+		fds[ttyName(in.id)] = fd
+	}
+}
+
+// takeOverTTY takes up the terminal of a run an upgrade handed over: its
+// master by inheritance (the keeper's copy if that is missing), the screen
+// rebuilt from the log, to which the old daemon wrote everything it read.
+func (in *Instance) takeOverTTY(r *LiveRun, take func(string) (int, bool)) {
+	if in.tty == nil {
+		return
+	}
+	a := Adoption{PID: r.PID, StartedAt: r.Started}
+	if fd, ok := take(ttyName(in.id)); ok {
+		a.TTYFD = fd
+	}
+	in.adoptTTY(a)
 }
 
 // replayMax bounds the bytes of a run's log replayed into an adopted run's
@@ -345,36 +398,6 @@ func (in *Instance) ttyReport() func() *program.TTY {
 		return nil
 	}
 	return in.tty.ttyStatus
-}
-
-// TTYMaster is the master of a running tty instance's terminal in the
-// daemon's own descriptor table, for tend upgrade to hand on by
-// inheritance (the new daemon then adopts the run with Adoption.TTYFD).
-type TTYMaster struct {
-	ID  string
-	PID int // the run's leader
-	FD  int // the master; close-on-exec, and the terminal's own: do not close it
-}
-
-// TTYMasters lists the masters of the running tty instances, by id.
-func (m *Manager) TTYMasters() []TTYMaster {
-	insts, _ := m.resolve("all")
-	var out []TTYMaster
-	for _, in := range insts {
-		h := in.tty
-		if h == nil {
-			continue
-		}
-		h.mu.Lock()
-		t, pid := h.cur, h.pid
-		h.mu.Unlock()
-		if t != nil {
-			if fd := t.Fd(); fd >= 0 {
-				out = append(out, TTYMaster{ID: in.id, PID: pid, FD: fd})
-			}
-		}
-	}
-	return out
 }
 
 // TTYs resolves a selector as Resolve does and returns, with each id, the

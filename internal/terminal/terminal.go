@@ -213,7 +213,21 @@ func (t *Terminal) take(fd int, p []byte) {
 	}
 }
 
-// Resume reads on after Output returned false. It may come before the
+// Pause stops reading until Resume, after a read under way has been
+// handed on: what the program writes meanwhile waits in the terminal, and
+// the program blocks once that is full. (An upgrade of the daemon pauses
+// its terminals while it hands them over.)
+func (t *Terminal) Pause() error {
+	t.mu.Lock()
+	t.paused = true
+	t.mu.Unlock()
+	if t.watch == nil {
+		return nil
+	}
+	return t.watch.PauseLocked()
+}
+
+// Resume reads on after Output returned false, or after Pause. It may come before the
 // pause that Output's false asks for has taken effect (the handler is
 // still in flight): the watch's Resume runs on the loop after the handler,
 // so it undoes that pause too; a Resume with nothing paused does nothing.
