@@ -158,7 +158,9 @@ func TestTTYBackpressure(t *testing.T) {
 	}
 }
 
-type testCtl struct{ t atomic.Pointer[terminal.Terminal] }
+type testCtl struct {
+	t atomic.Pointer[terminal.Terminal]
+}
 
 func (c *testCtl) Pause() error {
 	if t := c.t.Load(); t != nil {

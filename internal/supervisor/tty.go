@@ -104,7 +104,9 @@ func (in *Instance) ttyOutput() (func([]byte) bool, func(*terminal.Terminal)) {
 
 // ttyCtl is a terminal's control for the capture (spawn.TTYControl),
 // before and after the terminal exists.
-type ttyCtl struct{ t atomic.Pointer[terminal.Terminal] }
+type ttyCtl struct {
+	t atomic.Pointer[terminal.Terminal]
+}
 
 func (c *ttyCtl) Pause() error {
 	if t := c.t.Load(); t != nil {
