@@ -325,6 +325,11 @@ func (w *writer) write(o *Output, buf []byte) {
 			if forward {
 				f = &fwd
 			}
+			if kind&endFlag != 0 {
+				o.endTTYText(f)
+				ends += 2 // a terminal is both of the run's streams
+				continue
+			}
 			if err := o.writeTTY(log, ts, data, f); err != nil {
 				errs = append(errs, err)
 			}

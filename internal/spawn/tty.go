@@ -148,6 +148,36 @@ func (o *Output) forwardTTY(r logfile.Record, fwd *[]byte) {
 	}
 }
 
+// EndTTY says the current run's terminal has ended (closed, everything it
+// held read): its end is written after the last of its bytes, which
+// StreamEnds counts as both of the run's streams.
+func (o *Output) EndTTY() {
+	if o.c == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.frameLocked(logfile.TTY|endFlag, nil, time.Now())
+	o.enqueueLocked()
+}
+
+// endTTYText forwards the unfinished text line of the ended terminal. On
+// the writer's goroutine.
+func (o *Output) endTTYText(fwd *[]byte) {
+	if o.ttyText == nil {
+		return
+	}
+	o.ttyText.Flush(func(line []byte) {
+		if fwd != nil {
+			*fwd = append(append(append(*fwd, o.id...), " | "...), line...)
+			*fwd = append(*fwd, '\n')
+		}
+	})
+}
+
 // TTYTail returns what the instance's runs wrote to their terminals at or
 // after since, as the bytes they wrote, at most max of the newest, and
 // when the last of it was written: what a daemon that adopts a run feeds

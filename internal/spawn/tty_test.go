@@ -81,6 +81,11 @@ func TestTTYOutputKeepsTheBytes(t *testing.T) {
 		t.Fatal("the child did not end")
 	}
 	term.Close()
+	o.EndTTY()
+	testutil.Eventually(t, "the terminal's end counted as both streams", func() bool {
+		n, ok := r.c.StreamEnds("t:0")
+		return ok && n == 2
+	})
 	o.Close()
 	want := "\x1b[1mbold\x1b[0m line\r\n50%\r100%\r\n> "
 	testutil.Eventually(t, "the log to hold every byte", func() bool {
@@ -95,7 +100,7 @@ func TestTTYOutputKeepsTheBytes(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := fwd.String(); got != "t:0 | bold line\nt:0 | 100%\n" {
+	if got := fwd.String(); got != "t:0 | bold line\nt:0 | 100%\nt:0 | > \n" {
 		t.Errorf("forwarded %q", got)
 	}
 	tail, at := o.TTYTail(time.Time{}, 1<<20)

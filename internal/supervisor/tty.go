@@ -173,6 +173,7 @@ func (in *Instance) endTTY(pid int) {
 		return
 	}
 	t.Close() // without h.mu: it waits for the epoll loop
+	in.out.EndTTY()
 	if k := in.deps.Keeper; k != nil {
 		k.Drop(in.id, pid)
 	}
