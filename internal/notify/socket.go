@@ -54,7 +54,8 @@ type Owner struct{ UID, GID int }
 var ErrPathTooLong = errors.New("socket path too long")
 
 // Socket is one instance's notify socket. Its fields are set by Listen and
-// only read afterwards, except the atomic counters and the Close state. It
+// only read afterwards, except the atomic counters, stale and the Close
+// state. It
 // has no goroutine of its own: the shared epoll loop reads it (see
 // internal/epoll), and owns each datagram's buffer while it handles it.
 type Socket struct {
@@ -63,8 +64,13 @@ type Socket struct {
 	handler func(Message)
 	onDrop  func(error)
 
-	received atomic.Uint64
-	dropped  atomic.Uint64
+	received  atomic.Uint64
+	dropped   atomic.Uint64
+	discarded atomic.Uint64 // stale: sent before a Retire (retire.go)
+
+	marker marker     // the datagram Retire sends; set by Listen
+	mu     sync.Mutex // guards stale; held while the handler runs
+	stale  int        // markers sent and not read yet: what comes before the last is discarded
 
 	closeOnce sync.Once
 	closeErr  error // set once under closeOnce
@@ -110,7 +116,7 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	if err := removeStale(abs); err != nil {
 		return nil, err
 	}
-	s := &Socket{path: abs, handler: handler, onDrop: opt.OnDrop}
+	s := &Socket{path: abs, handler: handler, onDrop: opt.OnDrop, marker: newMarker()}
 	fd, err := s.bind(mode, opt.Owner)
 	if err != nil {
 		return nil, err
@@ -191,7 +197,8 @@ func (s *Socket) setOwnerMode(mode fs.FileMode, owner *Owner) error {
 // Addr returns the value for NOTIFY_SOCKET: the absolute socket path.
 func (s *Socket) Addr() string { return s.path }
 
-// Received returns how many datagrams were read, valid or not.
+// Received returns how many datagrams were read, valid or not, besides
+// those a Retire discarded.
 func (s *Socket) Received() uint64 { return s.received.Load() }
 
 // Dropped returns how many datagrams were dropped (malformed or oversized).
@@ -236,7 +243,7 @@ func (s *Socket) readable(fd int) bool {
 			}
 			return false
 		}
-		s.deliver(d)
+		s.take(d)
 		bufPool.Put(d.buf)
 	}
 	return true
@@ -274,7 +281,7 @@ func ListenFD(fd int, path string, handler func(Message), opt Options) (*Socket,
 		unix.Close(fd)
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	s := &Socket{path: path, handler: handler, onDrop: opt.OnDrop}
+	s := &Socket{path: path, handler: handler, onDrop: opt.OnDrop, marker: newMarker()}
 	loop, err := epoll.Shared()
 	if err == nil {
 		s.watch, err = loop.Add(fd, s.readable)
