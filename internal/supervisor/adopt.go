@@ -84,6 +84,7 @@ func (in *Instance) adoptRun(a Adoption) bool {
 
 // record tells the daemon which run is in place (pid 0: none).
 func (in *Instance) record() {
+	in.unrecorded = false
 	if in.deps.Record == nil {
 		return
 	}

@@ -86,8 +86,10 @@ type probeResult struct {
 	err error
 }
 
-// openNotify gives the run about to start its own NOTIFY_SOCKET. The socket
-// lives only while a run does: a stopped instance holds no descriptor. A
+// openNotify gives the run about to start its own NOTIFY_SOCKET, or keeps
+// the one the run before it retired (retireNotify). The socket lives only
+// while a run does, or a restart is due at once: a stopped instance holds
+// no descriptor. A
 // failure for want of the daemon's resources fails the spawn (the
 // daemon_resources rule); any other leaves the run without a socket (and
 // says so in its log) rather than without the run.
@@ -132,6 +134,19 @@ func (in *Instance) notifyPath(own bool) string {
 // maxSocketPath is the longest socket path sd_notify clients can use:
 // sun_path is 108 bytes with room for the NUL.
 const maxSocketPath = 107
+
+// retireNotify ends the ended run's hold on its socket: what it sent and
+// no one read yet is discarded, and the socket stays open for a restart
+// that follows at once (letGoOfRun closes it otherwise): a new one would
+// cost a bind and two trips to the epoll loop's thread on the way from the
+// exit to the next fork. A socket that cannot be retired is closed.
+func (in *Instance) retireNotify() {
+	if in.sock != nil && !in.sock.Retire() {
+		in.sock.Close()
+		in.sock = nil
+	}
+	in.drop(func(m *mail) { m.note = nil }) // what the ended run said no longer matters
+}
 
 // closeNotify closes the run's socket, once the run has ended.
 func (in *Instance) closeNotify() {

@@ -93,6 +93,8 @@ func fakeChild(mode string) {
 			}
 			sdNotify("X_TEND_TURN=idle")
 		}
+	case "ready-or-mute":
+		readyOrMute()
 	case "alloc": // grow past any small max_rss and stay there
 		b := make([]byte, 96<<20)
 		for i := range b {

@@ -157,6 +157,10 @@ type Instance struct {
 	woke      time.Time // when the reaper woke for the exit being handled
 	opStopped bool      // the operator stopped it (and has not started it since)
 	kept      keptState // what the intent record was last handed
+	// unrecorded: runs.json still names the run that ended; a restart at
+	// once records its successor over it, anything else records none
+	// (letGoOfRun).
+	unrecorded bool
 
 	health           // notify messages, readiness, the wedge and memory watchdogs
 	containment      // the instance's cgroup
@@ -479,10 +483,10 @@ func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
 	in.endTTY(r.pid)
 	in.cur = nil
-	in.record()
+	in.unrecorded = true
 	in.disarm()
 	in.stopHealth()
-	in.closeNotify()
+	in.retireNotify()
 	in.forgetTree(st.PID)
 	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
 	if st.Adopted {
@@ -522,10 +526,13 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	case restart.NextRestart:
 		in.publish(program.KindBackoff, d.Backoff)
 		if d.Delay <= 0 {
-			in.spawnDue = true // on the loop's next turn: a stop can still come first
+			// On the loop's next turn: a stop can still come first. The
+			// ended run's notify socket and record are the next one's.
+			in.spawnDue = true
 			in.state = program.StateStarting
 			return
 		}
+		in.letGoOfRun()
 		in.state, in.backoff, in.nextStart = program.StateBackoff, d.Backoff, now.Add(d.Delay)
 		in.arm(d.Delay)
 	case restart.NextFatal:
@@ -540,12 +547,26 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 
 // settle puts the instance at rest in state.
 func (in *Instance) settle(state string) {
+	in.letGoOfRun()
 	in.disarm()
 	if state != program.StateStopped || in.state != program.StateExited && in.state != program.StateFatal {
 		in.state = state // a stop leaves an ended instance as it ended
 	}
 	in.backoff, in.nextStart = nil, time.Time{}
 	in.ttyAtRest()
+}
+
+// letGoOfRun releases what an ended run left for a restart at once, when
+// none follows: its notify socket (a stopped instance holds no
+// descriptor), and its record in runs.json.
+func (in *Instance) letGoOfRun() {
+	if in.cur != nil {
+		return
+	}
+	in.closeNotify()
+	if in.unrecorded {
+		in.record()
+	}
 }
 
 func (in *Instance) publish(kind string, data any) {
