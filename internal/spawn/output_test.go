@@ -66,12 +66,12 @@ type child struct {
 
 func startChild(t *testing.T, o *Output, script string) *child {
 	t.Helper()
-	stdout, stderr, err := o.openRun()
+	p, err := o.openRun()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +79,9 @@ func startChild(t *testing.T, o *Output, script string) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stdout.Close() // as spawn.Start does: never hold the write ends after the fork
-	stderr.Close()
+	if err := o.watchRun(p); err != nil { // as spawn.Start does: never hold the write ends after the fork
+		t.Fatal(err)
+	}
 	ch := &child{cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
@@ -501,5 +502,60 @@ func TestStreamEndsCountWrittenEnds(t *testing.T) {
 	o.Close()
 	if _, ok := r.c.StreamEnds("w:0"); ok {
 		t.Error("a closed output still counts")
+	}
+}
+
+// The read ends are watched only after the fork: what a run wrote before
+// then, even if it has ended already, waits in the pipe and is all in the
+// log, its streams' ends counted; through a FIFO and through a plain pipe.
+func TestRunEndedBeforeItsPipesAreWatched(t *testing.T) {
+	for _, fifo := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fifo=%v", fifo), func(t *testing.T) {
+			r := newRig(t, CaptureOptions{})
+			if !fifo {
+				r.c.opts.FIFO = nil
+			}
+			o := NewOutput(r.c, "early:0", smallLogs)
+			t.Cleanup(func() { o.Close() })
+			p, err := o.openRun()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("/bin/sh", "-c", `i=0; while [ $i -lt 300 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done`)
+			cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+			if err := cmd.Run(); err != nil { // over before anything reads
+				t.Fatal(err)
+			}
+			if err := o.watchRun(p); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, "both streams to end", func() bool {
+				n, _ := r.c.StreamEnds("early:0")
+				return n == 2
+			})
+			if got := readAll(t, r.c, logfile.Query{Tail: -1}, "early:0"); len(got) != 600 {
+				t.Errorf("the log has %d lines, want 600", len(got))
+			}
+		})
+	}
+}
+
+// A read end that cannot be watched is an error, and the write ends are
+// closed all the same.
+func TestWatchRunError(t *testing.T) {
+	r := newRig(t, CaptureOptions{})
+	o := NewOutput(r.c, "bad:0", smallLogs)
+	t.Cleanup(func() { o.Close() })
+	p, err := o.openRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(p.reads[0].fd)
+	p.reads[0].fd = 1 << 20 // no such descriptor
+	if err := o.watchRun(p); err == nil {
+		t.Error("watchRun of a read end that is not there succeeded")
+	}
+	if _, err := p.stdout.Write([]byte("x")); err == nil {
+		t.Error("the write end is still open")
 	}
 }

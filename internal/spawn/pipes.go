@@ -11,30 +11,64 @@ import (
 	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// openRun returns the write ends for a new run's stdout and stderr and
-// starts reading what arrives. The caller closes its copies once the child
-// has its own.
-func (o *Output) openRun() (stdout, stderr *os.File, err error) {
+// runPipes are a new run's stdout and stderr: the write ends its fork
+// hands the child, and the read ends, which the epoll loop takes only
+// once the child has its copies (watchRun), so that the run's pipes cost
+// no trip to the loop's thread on the way to the fork. What the run
+// writes meanwhile waits in the pipe, kept by the read end.
+type runPipes struct {
+	stdout, stderr *os.File   // the write ends
+	reads          [2]readEnd // the read ends; fd -1: none (output discarded) or taken
+}
+
+type readEnd struct {
+	fd int
+	s  logfile.Stream
+}
+
+// openRun opens a new run's pipes. The caller forks, then calls watchRun.
+func (o *Output) openRun() (*runPipes, error) {
+	p := &runPipes{reads: [2]readEnd{{fd: -1}, {fd: -1}}}
 	if o.c == nil {
-		if stdout, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
-			return nil, nil, err
+		var err error
+		if p.stdout, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+			return nil, err
 		}
-		if stderr, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
-			stdout.Close()
-			return nil, nil, err
+		if p.stderr, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+			p.stdout.Close()
+			return nil, err
 		}
-		return stdout, stderr, nil
+		return p, nil
 	}
-	stdout, err = o.openStream(logfile.Stdout)
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if p.stdout, p.reads[0], err = o.openStream(logfile.Stdout); err != nil {
+		return nil, err
 	}
-	stderr, err = o.openStream(logfile.Stderr)
-	if err != nil {
-		stdout.Close()
-		return nil, nil, err
+	if p.stderr, p.reads[1], err = o.openStream(logfile.Stderr); err != nil {
+		p.stdout.Close()
+		unix.Close(p.reads[0].fd)
+		return nil, err
 	}
-	return stdout, stderr, nil
+	return p, nil
+}
+
+// watchRun starts reading the run's pipes and closes the write ends: the
+// child has its copies, and the end of each stream comes when it and its
+// heirs close theirs. It is called whether or not the fork succeeded (a
+// run that never started has streams that end at once). An error means
+// a read end could not be watched: what the run writes there would never
+// be read.
+func (o *Output) watchRun(p *runPipes) error {
+	var errs []error
+	for i := range p.reads {
+		if r := p.reads[i]; r.fd >= 0 {
+			p.reads[i].fd = -1
+			errs = append(errs, o.watch(r.fd, r.s))
+		}
+	}
+	p.stdout.Close()
+	p.stderr.Close()
+	return errors.Join(errs...)
 }
 
 // fifoName is the named pipe of one stream: NAME-K.out or NAME-K.err.
@@ -45,46 +79,40 @@ func (o *Output) fifoName(s logfile.Stream) string {
 	return baseName(o.id) + ".out"
 }
 
-// openStream makes one stream's pipe and watches its read end.
-func (o *Output) openStream(s logfile.Stream) (*os.File, error) {
+// openStream makes one stream's pipe: the write end, and the read end
+// (non-blocking) for watch.
+func (o *Output) openStream(s logfile.Stream) (*os.File, readEnd, error) {
+	none := readEnd{fd: -1}
 	dir := o.c.opts.FIFO
 	if dir == nil {
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			return nil, fmt.Errorf("pipe2: %w", err)
+			return nil, none, fmt.Errorf("pipe2: %w", err)
 		}
 		// Only the read end is non-blocking: the run's stdout stays blocking.
 		if err := unix.SetNonblock(p[0], true); err != nil {
 			unix.Close(p[0])
 			unix.Close(p[1])
-			return nil, fmt.Errorf("pipe2: %w", err)
+			return nil, none, fmt.Errorf("pipe2: %w", err)
 		}
-		if err := o.watch(p[0], s); err != nil {
-			unix.Close(p[1])
-			return nil, err
-		}
-		return os.NewFile(uintptr(p[1]), "|"+s.String()), nil
+		return os.NewFile(uintptr(p[1]), "|"+s.String()), readEnd{fd: p[0], s: s}, nil
 	}
 	name := o.fifoName(s)
 	if err := dir.Mkfifo(name, 0o600); err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	rfd, err := openFIFO(dir, name, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	// Read-write: opening never blocks, and the run itself then counts as
 	// a reader, so its writes never raise SIGPIPE without a daemon.
 	wfd, err := openFIFO(dir, name, unix.O_RDWR)
 	if err != nil {
 		unix.Close(rfd)
-		return nil, err
+		return nil, none, err
 	}
-	if err := o.watch(rfd, s); err != nil {
-		unix.Close(wfd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(wfd), dir.Join(name)), nil
+	return os.NewFile(uintptr(wfd), dir.Join(name)), readEnd{fd: rfd, s: s}, nil
 }
 
 // openFIFO opens the named pipe name in dir without following a symlink,

@@ -151,18 +151,16 @@ type launch struct {
 	owner reaper.Owner // what reaper.Spawn routes the exit to
 
 	// failed is set (before the shim may exit) when the shim could not exec
-	// the program: its exit is then dropped instead of passed on to next.
+	// the program, or before the run is killed because its output cannot
+	// be read: its exit is then dropped instead of passed on to next.
 	failed atomic.Bool
 }
 
 func newLaunch(path string, argv []string, attr *syscall.ProcAttr, shim bool, owner reaper.Owner) *launch {
 	l := &launch{path: path, argv: argv, attr: attr, shim: shim, next: owner, fd: -1}
-	l.owner = owner
-	if shim {
-		l.owner = func(st reaper.Status) {
-			if !l.failed.Load() {
-				l.next(st)
-			}
+	l.owner = func(st reaper.Status) {
+		if !l.failed.Load() {
+			l.next(st)
 		}
 	}
 	return l

@@ -419,3 +419,55 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 }
+
+// A run whose output cannot be watched once it is forked is killed and
+// reported as a spawn failure: its exit never reaches the owner, and
+// nothing of it is left.
+func TestUnwatchedRunIsKilled(t *testing.T) {
+	rn := newRunner(t)
+	watchRun = func(o *Output, p *runPipes) error {
+		if err := o.watchRun(p); err != nil {
+			return err
+		}
+		return errors.New("watching output: refused")
+	}
+	t.Cleanup(func() { watchRun = (*Output).watchRun })
+	for _, s := range []*program.Spec{
+		{Name: "direct", Command: []string{"/bin/sleep", "1000"}},
+		{Name: "shimmed", Command: []string{"/bin/sleep", "1000"}, Watchdog: time.Second},
+	} {
+		before := sleepers(t)
+		if _, _, err := rn.start(s, ""); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("%s: Start = %v, want the watch's error", s.Name, err)
+		}
+		testutil.Eventually(t, s.Name+"'s run gone", func() bool {
+			rn.r.Drain()
+			return len(sleepers(t)) == len(before)
+		}, testutil.Within(wait))
+	}
+	select {
+	case st := <-rn.exits:
+		t.Errorf("the killed run's exit reached the owner: pid %d %v", st.PID, st.Wait)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := rn.r.Orphans(); n != 0 {
+		t.Errorf("%d unowned children reaped: the killed run was not the launch's", n)
+	}
+}
+
+// sleepers lists this process's children running sleep, zombies aside.
+func sleepers(t *testing.T) []int {
+	t.Helper()
+	var out []int
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if exe, err := os.Readlink("/proc/" + f + "/exe"); err == nil && strings.HasSuffix(exe, "sleep") && testutil.Alive(pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}

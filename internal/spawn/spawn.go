@@ -143,7 +143,7 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	files, stdout, stderr, err := runFiles(req, null, cred)
+	files, pipes, err := runFiles(req, null, cred)
 	if err != nil {
 		return 0, err
 	}
@@ -165,10 +165,14 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err == nil {
 		err = l.wait(r, pid)
 	}
-	// The child has its copies; EOF comes when it and its heirs close theirs.
-	if stdout != nil {
-		stdout.Close()
-		stderr.Close()
+	if pipes != nil {
+		if werr := watchRun(req.Out, pipes); werr != nil && err == nil {
+			// Its output would never be read: the run must not go on.
+			// Its exit is the launch's, not the owner's (a spawn failure).
+			l.failed.Store(true)
+			_ = r.Signal(pid, syscall.SIGKILL, true)
+			return 0, werr
+		}
 	}
 	if err != nil {
 		if req.Spec.Cwd != "" {
@@ -181,30 +185,33 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	return pid, nil
 }
 
+// watchRun is Output.watchRun; tests make it fail.
+var watchRun = (*Output).watchRun
+
 // ttyTerm is a run's TERM in a terminal of tend's, unless its env sets one:
 // what tend's screen understands, as tmux's own terminals are screen-256color.
 const ttyTerm = "xterm-256color"
 
 // runFiles returns a run's stdin, stdout and stderr: /dev/null and the
 // capture's pipes, or the terminal's slave three times (given to the run's
-// user, as login does, so that it can open its terminal by name). stdout
-// and stderr are the pipes' write ends, for the caller to close once the
-// child has its copies; nil with a terminal.
-func runFiles(req Request, null *os.File, cred *syscall.Credential) (files []uintptr, stdout, stderr *os.File, err error) {
+// user, as login does, so that it can open its terminal by name). pipes
+// are for the caller to hand to Output.watchRun once the child has its
+// copies; nil with a terminal.
+func runFiles(req Request, null *os.File, cred *syscall.Credential) (files []uintptr, pipes *runPipes, err error) {
 	if req.TTY != nil {
 		fd := req.TTY.Fd()
 		if cred != nil && int(cred.Uid) != os.Geteuid() {
 			if err := unix.Fchown(int(fd), int(cred.Uid), -1); err != nil {
-				return nil, nil, nil, fmt.Errorf("giving the terminal to uid %d: %w", cred.Uid, err)
+				return nil, nil, fmt.Errorf("giving the terminal to uid %d: %w", cred.Uid, err)
 			}
 		}
-		return []uintptr{fd, fd, fd}, nil, nil, nil
+		return []uintptr{fd, fd, fd}, nil, nil
 	}
-	stdout, stderr, err = req.Out.openRun()
+	pipes, err = req.Out.openRun()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()}, stdout, stderr, nil
+	return []uintptr{null.Fd(), pipes.stdout.Fd(), pipes.stderr.Fd()}, pipes, nil
 }
 
 // lookPath resolves argv[0] like a shell would, with the run's own PATH; a
