@@ -11,9 +11,9 @@ import "time"
 // held for the run's owner (Claim) instead of being counted as an
 // orphan's and lost.
 
-// Pause stops collecting exits: the drain returns at once, and an adopted
-// run's exit noticed through its pidfd waits, until Resume. When Pause
-// returns no drain is under way. Spawn and Signal go on working.
+// Pause stops collecting exits: the drain returns at once, the loop waits,
+// and an adopted run's exit noticed through its pidfd waits, until Resume.
+// When Pause returns no drain is under way. Spawn and Signal go on working.
 func (r *Reaper) Pause() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -2,9 +2,18 @@
 //
 // wait4(-1) is process-wide: two callers would steal each other's children,
 // and the robbed one would wait forever. So exactly one goroutine drains
-// exited children, woken by SIGCHLD (plus a slow safety tick), and routes each
-// pid to the owner registered for it. An exited pid nobody registered (an
-// orphan adopted as subreaper or PID 1) is counted and dropped.
+// exited children and routes each pid to the owner registered for it. An
+// exited pid nobody registered (an orphan adopted as subreaper or PID 1) is
+// counted and dropped.
+//
+// That goroutine waits in waitid(P_ALL, WEXITED|WNOWAIT) itself, so the
+// kernel wakes its thread directly when a child exits: no signal handler
+// and no os/signal goroutine stand between an exit and its drain. WNOWAIT
+// only learns that a child has exited; the drain collects it under the
+// registry lock. waitid cannot wait for children that do not exist yet, so
+// while the process has none the goroutine listens to SIGCHLD instead (an
+// orphan the kernel hands a subreaper comes with no Spawn) and to Spawn's
+// word, with a slow safety tick.
 //
 // Registration is atomic with the fork: Spawn holds the registry lock across
 // the fork and the insert, and the drain holds the same lock, so the reaper
@@ -21,6 +30,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +48,7 @@ type Status struct {
 	Wait   syscall.WaitStatus
 	MaxRSS int64     // peak resident set in bytes (the child and its reaped descendants)
 	At     time.Time // when the reaper collected it
-	Woke   time.Time // when the SIGCHLD (or tick) that led to it woke the reaper
+	Woke   time.Time // when the reaper woke for it (its waitid returned)
 	// Adopted is set for a run an earlier daemon started: it ended, but its
 	// status went to its real parent and Wait says nothing.
 	Adopted bool
@@ -59,32 +69,35 @@ type route struct {
 
 // Reaper owns wait4 for the whole process. Create one per process.
 type Reaper struct {
-	mu     sync.Mutex     // held across every fork, signal and wait; guards routes, held, paused and unpause
+	mu     sync.Mutex     // held across every fork, signal and wait; guards routes, held, paused, unpause and stopped
 	routes map[int]route  // live (unreaped) registered pids; guarded by mu
 	held   map[int]Status // exits of expected pids collected before their owner came (Expect)
 	// paused: exits are left where they are (see Pause); unpause is closed
 	// by Resume.
 	paused  bool
 	unpause chan struct{}
+	stopped bool           // Stop was called: the loop collects nothing more
 	orphan  atomic.Uint64  // exited children with no owner
-	sigs    chan os.Signal // SIGCHLD wake-ups
+	sigs    chan os.Signal // SIGCHLD, listened to while the process has no child (idle)
+	kick    chan struct{}  // Spawn's word that a child exists (room for one)
 	stop    chan struct{}  // closed by Stop
-	done    chan struct{}  // closed when the loop has returned
 	once    sync.Once      // guards Stop
-	tick    time.Duration  // safety drain interval
+	tick    time.Duration  // safety look for a child while idle
 	notify  func(chan<- os.Signal, ...os.Signal)
+	silence func(chan<- os.Signal) // undoes notify
 }
 
 // New returns a stopped Reaper.
 func New() *Reaper {
 	return &Reaper{
-		routes: make(map[int]route),
-		held:   make(map[int]Status),
-		sigs:   make(chan os.Signal, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		tick:   10 * time.Second, // a safety net: each pass makes the kernel walk every child
-		notify: signal.Notify,
+		routes:  make(map[int]route),
+		held:    make(map[int]Status),
+		sigs:    make(chan os.Signal, 1),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		tick:    10 * time.Second,
+		notify:  signal.Notify,
+		silence: func(c chan<- os.Signal) { signal.Stop(c) },
 	}
 }
 
@@ -96,35 +109,130 @@ func (r *Reaper) Start(subreaper bool) error {
 			return os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 		}
 	}
-	r.notify(r.sigs, syscall.SIGCHLD)
 	go r.loop()
 	return nil
 }
 
-// Stop ends the drain loop. Children still registered are not reaped.
+// Stop ends the drain loop: once it returns, the loop collects nothing
+// more, and children still registered are not reaped (Drain still
+// collects). The loop's goroutine, which may be waiting in waitid, returns
+// at the next exit of a child of the process.
 func (r *Reaper) Stop() {
 	r.once.Do(func() {
-		signal.Stop(r.sigs)
+		r.mu.Lock()
+		r.stopped = true
+		r.mu.Unlock()
 		close(r.stop)
 	})
-	<-r.done
 }
 
+// loop waits for exits and drains them, until Stop.
 func (r *Reaper) loop() {
-	defer close(r.done)
-	t := time.NewTicker(r.tick) // a lost SIGCHLD cannot strand an exit for long
-	defer t.Stop()
-	woke := time.Now()
+	last := 0 // the pid waitid named last, when the drain collected nothing
 	for {
-		r.drain(woke)
-		select {
-		case <-r.sigs:
-		case <-t.C:
-		case <-r.stop:
+		pid, err := waitExited()
+		if err == unix.ECHILD {
+			if !r.idle() {
+				return
+			}
+			pid = 0
+		} else if err != nil || pid == last {
+			// Not expected (EFAULT, EINVAL are bugs), nor a zombie the
+			// drain cannot collect: do not spin on it.
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-r.stop:
+				return
+			}
+		}
+		woke := time.Now()
+		n, ok := r.drainFromLoop(woke)
+		if !ok {
 			return
 		}
+		if last = 0; n == 0 {
+			last = pid
+		}
+		if n > 0 {
+			// The owners' goroutines just made ready (an instance's loop)
+			// run on this thread before it waits in waitid again, where
+			// another thread would have to be woken to take them.
+			runtime.Gosched()
+		}
+	}
+}
+
+// waitExited waits until some child has exited and returns its pid,
+// leaving it to be collected (WNOWAIT); unix.ECHILD when the process has
+// no child. Never __WALL or __WCLONE: children that signal no SIGCHLD on
+// exit are not ours.
+func waitExited() (int, error) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return siginfoPID(&info), err
+	}
+}
+
+// idle waits, while the process has no child at all, until one may have
+// exited: SIGCHLD is listened to only here, and a child that came before
+// the listening began is found by the look that follows it. False once
+// Stop is called.
+func (r *Reaper) idle() bool {
+	r.notify(r.sigs, syscall.SIGCHLD)
+	defer func() {
+		r.silence(r.sigs)
+		select {
+		case <-r.sigs:
+		default:
+		}
+	}()
+	t := time.NewTimer(r.tick)
+	defer t.Stop()
+	for {
+		if hasChild() {
+			return true
+		}
+		select {
+		case <-r.sigs:
+		case <-r.kick:
+		case <-t.C:
+			t.Reset(r.tick)
+		case <-r.stop:
+			return false
+		}
+	}
+}
+
+// hasChild reports whether the process has a child waitid can wait for.
+func hasChild() bool {
+	_, err := peekErr()
+	return err != unix.ECHILD
+}
+
+// drainFromLoop is the loop's drain: it waits out a pause (the exit stays
+// where it is, and waitid would name it again at once), and does nothing
+// once Stop has been called (false). n is how many children it collected.
+func (r *Reaper) drainFromLoop(woke time.Time) (n int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.paused && !r.stopped {
+		c := r.unpause
+		r.mu.Unlock()
+		select {
+		case <-c:
+		case <-r.stop:
+		}
+		r.mu.Lock()
 		woke = time.Now()
 	}
+	if r.stopped {
+		return 0, false
+	}
+	return r.drainLocked(woke), true
 }
 
 // Spawn runs fork (which starts one child and returns its pid) under the
@@ -139,6 +247,10 @@ func (r *Reaper) Spawn(fork func() (int, error), owner Owner, killGroup bool) (i
 		return 0, err
 	}
 	r.routes[pid] = route{owner: owner, killGroup: killGroup}
+	select {
+	case r.kick <- struct{}{}: // an idle loop can wait in waitid again
+	default:
+	}
 	return pid, nil
 }
 
@@ -217,20 +329,26 @@ func (r *Reaper) SignalUnowned(match func(pid int) bool) (killed []int) {
 // Orphans is how many unowned children have been reaped.
 func (r *Reaper) Orphans() uint64 { return r.orphan.Load() }
 
-// Drain collects every child that has exited and routes it. The drain loop
-// calls it on each SIGCHLD; it is exported for PID 1 mode and tests.
+// Drain collects every child that has exited and routes it: what the
+// loop does on each exit, exported for PID 1 mode and tests.
 func (r *Reaper) Drain() { r.drain(time.Now()) }
 
 func (r *Reaper) drain(woke time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.drainLocked(woke)
+}
+
+// drainLocked collects and routes what has exited, unless paused, and
+// returns how many children it collected.
+func (r *Reaper) drainLocked(woke time.Time) (n int) {
 	if r.paused {
-		return
+		return 0
 	}
 	for {
 		pid, ok := peek()
 		if !ok {
-			return
+			return n
 		}
 		rt, owned := r.routes[pid]
 		if owned && rt.killGroup {
@@ -242,8 +360,9 @@ func (r *Reaper) drain(woke time.Time) {
 		var ru syscall.Rusage
 		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, &ru)
 		if err != nil || got != pid {
-			return // someone else collected it; nothing to route
+			return n // someone else collected it; nothing to route
 		}
+		n++
 		if !owned {
 			r.orphan.Add(1)
 			continue
@@ -261,17 +380,19 @@ func (r *Reaper) drain(woke time.Time) {
 // peek returns the pid of an exited child without collecting it (WNOWAIT),
 // so the zombie keeps its pid while the drain decides what to do.
 func peek() (int, bool) {
+	pid, err := peekErr()
+	return pid, err == nil && pid > 0 // 0: children exist, none has exited
+}
+
+// peekErr is peek with waitid's error: unix.ECHILD when there is no child.
+func peekErr() (int, error) {
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 		if err == syscall.EINTR {
 			continue
 		}
-		if err != nil {
-			return 0, false // ECHILD: no children at all
-		}
-		pid := siginfoPID(&info)
-		return pid, pid > 0 // 0: children exist, none has exited
+		return siginfoPID(&info), err
 	}
 }
 

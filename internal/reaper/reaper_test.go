@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -48,6 +49,7 @@ func inChild(t *testing.T) *Reaper {
 	}
 	sharedOnce.Do(func() {
 		shared = New()
+		shared.tick = time.Hour // what an idle reaper notices, it notices through SIGCHLD
 		if err := shared.Start(true); err != nil {
 			t.Fatal(err)
 		}
@@ -328,5 +330,79 @@ func TestInChildPauseAndExpect(t *testing.T) {
 	r.Unexpect()
 	if r.Orphans() != orphans+1 {
 		t.Errorf("orphans %d, want %d", r.Orphans(), orphans+1)
+	}
+}
+
+// A child the reaper did not fork (as an orphan the kernel hands a
+// subreaper, or PID 1, with no Spawn) that exits while the process had no
+// child at all is collected: an idle reaper listens to SIGCHLD.
+func TestInChildIdleReaperHearsAChildItDidNotFork(t *testing.T) {
+	r := inChild(t)
+	testutil.Eventually(t, "no children", func() bool { return len(children(t)) == 0 })
+	for i := range 3 {
+		before := r.Orphans()
+		if _, err := forkExec("/bin/sh", "-c", "sleep 0.2")(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, fmt.Sprintf("stray %d to be collected", i), func() bool { return r.Orphans() > before })
+		testutil.Eventually(t, "no children", func() bool { return len(children(t)) == 0 })
+	}
+	// And a Spawn from idle gets its exit.
+	got := make(chan Status, 1)
+	if _, err := r.Spawn(forkExec("/bin/sh", "-c", "exit 5"), func(s Status) { got <- s }, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s.Wait.ExitStatus() != 5 {
+			t.Errorf("exit %v, want 5", s.Wait)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit")
+	}
+}
+
+const stopEnv = "TEND_REAPER_TEST_STOP"
+
+// Once Stop returns the loop collects nothing more, though it was waiting
+// in waitid when the child exited; Drain still collects.
+func TestStop(t *testing.T) {
+	if os.Getenv(stopEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStop$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), stopEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestStop") {
+			t.Fatalf("child failed: %v\n%s", err, out)
+		}
+		return
+	}
+	r := New()
+	if err := r.Start(false); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Status, 1)
+	pid, err := r.Spawn(forkExec("/bin/sh", "-c", "sleep 0.2; exit 3"), func(s Status) { got <- s }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	testutil.Eventually(t, "the child to exit", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return strings.Contains(string(b), ") Z ")
+	})
+	time.Sleep(200 * time.Millisecond) // the loop has woken by now
+	select {
+	case s := <-got:
+		t.Fatalf("collected after Stop: %+v", s)
+	default:
+	}
+	r.Drain()
+	select {
+	case s := <-got:
+		if s.PID != pid || s.Wait.ExitStatus() != 3 {
+			t.Errorf("Drain after Stop: %+v", s)
+		}
+	default:
+		t.Fatal("Drain after Stop collected nothing")
 	}
 }
