@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/limits"
+	"github.com/tend-sh/tend/internal/reaper"
 )
 
 // Forking from a small descriptor table.
@@ -28,14 +29,20 @@ import (
 // from the daemon's own table) and closed after.
 //
 // The thread is locked to its goroutine for good and runs nothing else;
-// ForkExec's error pipe is read with plain system calls. Where the kernel
-// refuses (pidfd_getfd needs Linux 5.6), forks run on the caller's thread
-// as before.
+// ForkExec's error pipe is read with plain system calls. It takes the
+// reaper's registry lock itself (reaper.Spawn, through the request's
+// under): the caller hands a fork over and may go on with other work
+// until it needs the pid (forkAsync), and so must never wait for the
+// thread while holding that lock. Where the kernel refuses (pidfd_getfd
+// needs Linux 5.6), forks run on the caller's thread as before.
 
 type forkReq struct {
-	path  string
-	argv  []string
-	attr  *syscall.ProcAttr
+	path string
+	argv []string
+	attr *syscall.ProcAttr
+	// under runs the fork it is given and returns its result: reaper.Spawn,
+	// which registers the pid before it lets go of the registry lock.
+	under func(fork func() (int, error)) (int, error)
 	reply chan forkRes
 }
 
@@ -62,24 +69,46 @@ func StartForkerWithout(fds []int) {
 	forkerOnce.Do(func() { startForker(fds) })
 }
 
-// forkExec is syscall.ForkExec from the forker thread when there is one:
-// attr.Files and attr.Sys.CgroupFD name descriptors of the daemon's table.
-func forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+// forkAsync hands syscall.ForkExec to the forker thread when there is one
+// (attr.Files and attr.Sys.CgroupFD name descriptors of the daemon's
+// table, which must stay open until the result comes) and returns where
+// the result will come, at once: the thread forks through under
+// (reaper.Spawn). Without the thread the fork happens here, and the
+// result is there when this returns.
+func forkAsync(path string, argv []string, attr *syscall.ProcAttr, under func(func() (int, error)) (int, error)) <-chan forkRes {
 	StartForker()
-	var pid int
-	var err error
+	req := forkReq{path: path, argv: argv, attr: attr, under: under, reply: make(chan forkRes, 1)}
 	if forkerReqs == nil {
-		pid, err = syscall.ForkExec(path, argv, attr)
-	} else {
-		reply := make(chan forkRes, 1)
-		forkerReqs <- forkReq{path: path, argv: argv, attr: attr, reply: reply}
-		r := <-reply
-		pid, err = r.pid, r.err
+		req.reply <- req.run(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
+		return req.reply
 	}
-	if err == nil {
-		restoreLimits(pid)
-	}
-	return pid, err
+	forkerReqs <- req
+	// The thread's goroutine now waits in this P's run queue, and only its
+	// own thread may run it: let go of the P so that thread takes it at
+	// once, rather than after another thread has been woken to pass it on.
+	runtime.Gosched()
+	return req.reply
+}
+
+// spawnFork forks through the forker thread, registered to owner as
+// reaper.Spawn does, and waits for the pid.
+func spawnFork(r *reaper.Reaper, path string, argv []string, attr *syscall.ProcAttr, owner reaper.Owner) (int, error) {
+	res := <-forkAsync(path, argv, attr, func(fork func() (int, error)) (int, error) { return r.Spawn(fork, owner, true) })
+	return res.pid, res.err
+}
+
+// run forks with fork, through under, and gives the child the limits tend
+// was started with while its pid is surely still the child's (under the
+// registry lock, which the drain needs to collect it).
+func (req forkReq) run(fork func() (int, error)) forkRes {
+	pid, err := req.under(func() (int, error) {
+		pid, err := fork()
+		if err == nil {
+			restoreLimits(pid)
+		}
+		return pid, err
+	})
+	return forkRes{pid, err}
 }
 
 // restoreLimits gives a run the descriptor limit tend itself was started
@@ -138,8 +167,8 @@ func forker(ready chan<- chan forkReq, without []int) {
 	reqs := make(chan forkReq)
 	ready <- reqs
 	for req := range reqs {
-		pid, err := forkHere(self, req)
-		req.reply <- forkRes{pid, err}
+		res := req.run(func() (int, error) { return forkHere(self, req) })
+		req.reply <- res
 	}
 }
 

@@ -78,7 +78,7 @@ func runCaptured(r *reaper.Reaper, path string, argv []string, cwd string, env [
 	}
 	exited := make(chan reaper.Status, 1)
 	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred}}
-	pid, err := r.Spawn(func() (int, error) { return forkExec(path, argv, attr) }, func(s reaper.Status) { exited <- s }, true)
+	pid, err := spawnFork(r, path, argv, attr, func(s reaper.Status) { exited <- s })
 	pw.Close()
 	if err != nil {
 		pr.Close()

@@ -133,11 +133,14 @@ func shimEnv(env []string, pid int) []string {
 	return out
 }
 
-// launch is one run's fork and exec, direct or through the shim. Start
-// hands fork and owner to reaper.Spawn, then calls wait:
+// launch is one run's fork and exec, direct or through the shim. Begin
+// hands the fork to the forker thread, and Wait takes its pid and waits
+// for the exec:
 //
 //	l := newLaunch(path, argv, attr, req.Spec.Watchdog > 0, req.Owner)
-//	pid, err := r.Spawn(l.fork, l.owner, true)
+//	err := l.begin(r)
+//	...
+//	pid, err := l.end()
 //	if err == nil {
 //		err = l.wait(r, pid)
 //	}
@@ -147,7 +150,9 @@ type launch struct {
 	attr  *syscall.ProcAttr
 	shim  bool
 	next  reaper.Owner // the run's owner
-	fd    int          // the daemon's end of the report socket, -1 for none: set by fork, closed by wait, both on Start's goroutine
+	fd    int          // the daemon's end of the report socket, -1 for none: set by begin, closed by end or wait
+	peer  int          // the shim's end, the daemon's copy, closed once the shim has its own (end); -1 for none
+	res   <-chan forkRes
 	owner reaper.Owner // what reaper.Spawn routes the exit to
 
 	// failed is set (before the shim may exit) when the shim could not exec
@@ -157,7 +162,7 @@ type launch struct {
 }
 
 func newLaunch(path string, argv []string, attr *syscall.ProcAttr, shim bool, owner reaper.Owner) *launch {
-	l := &launch{path: path, argv: argv, attr: attr, shim: shim, next: owner, fd: -1}
+	l := &launch{path: path, argv: argv, attr: attr, shim: shim, next: owner, fd: -1, peer: -1}
 	l.owner = func(st reaper.Status) {
 		if !l.failed.Load() {
 			l.next(st)
@@ -166,31 +171,43 @@ func newLaunch(path string, argv []string, attr *syscall.ProcAttr, shim bool, ow
 	return l
 }
 
-// fork starts the child; reaper.Spawn calls it under its lock. Direct, it is
-// ForkExec itself (from the forker thread); through the shim it returns once
-// the shim runs, and wait learns whether the program does.
-func (l *launch) fork() (int, error) {
-	if !l.shim {
-		return forkExec(l.path, l.argv, l.attr)
+// begin hands the child's fork to the forker thread, where reaper.Spawn
+// registers it to l.owner under the registry lock; end waits for it.
+// Direct, it is ForkExec itself, done once the program runs; through the
+// shim it is done once the shim runs, and wait learns whether the program
+// does.
+func (l *launch) begin(r *reaper.Reaper) error {
+	path, argv, attr := l.path, l.argv, l.attr
+	if l.shim {
+		// Close-on-exec in the daemon, so no other child inherits either
+		// end; ForkExec's dup2 gives the shim its end without the flag.
+		p, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		a := *l.attr
+		fd := len(a.Files)
+		a.Files = append(slices.Clip(a.Files), uintptr(p[1]))
+		a.Env = append(slices.Clip(a.Env), shimVar+"="+strconv.Itoa(fd))
+		path, argv, attr = selfExe, append([]string{shimArg0, l.path}, l.argv...), &a
+		l.fd, l.peer = p[0], p[1]
 	}
-	// Close-on-exec in the daemon, so no other child inherits either end;
-	// ForkExec's dup2 gives the shim its end without the flag.
-	p, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
+	l.res = forkAsync(path, argv, attr, func(fork func() (int, error)) (int, error) { return r.Spawn(fork, l.owner, true) })
+	return nil
+}
+
+// end waits for the fork begin handed over and returns its pid.
+func (l *launch) end() (int, error) {
+	res := <-l.res
+	if l.peer >= 0 {
+		syscall.Close(l.peer)
+		l.peer = -1
 	}
-	a := *l.attr
-	fd := len(a.Files)
-	a.Files = append(slices.Clip(a.Files), uintptr(p[1]))
-	a.Env = append(slices.Clip(a.Env), shimVar+"="+strconv.Itoa(fd))
-	pid, err := forkExec(selfExe, append([]string{shimArg0, l.path}, l.argv...), &a)
-	syscall.Close(p[1])
-	if err != nil {
-		syscall.Close(p[0])
-		return 0, err
+	if res.err != nil && l.fd >= 0 {
+		syscall.Close(l.fd)
+		l.fd = -1
 	}
-	l.fd = p[0]
-	return pid, nil
+	return res.pid, res.err
 }
 
 // wait returns once the program runs, with nil, or with the errno of its

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -470,4 +471,71 @@ func sleepers(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// Begin hands the fork over and Wait gives its pid, whose exit reaches the
+// owner; runs started that way, and probes, from many goroutines at once,
+// all come through (the forker thread takes the registry lock itself, and
+// nobody holds it while waiting for the thread).
+func TestBeginWaitAndProbesTogether(t *testing.T) {
+	rn := newRunner(t)
+	out := NewOutput(rn.rig.c, "bw:0", smallLogs)
+	t.Cleanup(func() { out.Close() })
+	s := &program.Spec{Name: "bw", Command: []string{"/bin/sh", "-c", "exit 4"}}
+	exits := make(chan reaper.Status, 64)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	pids := make(chan int, 64)
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 8 {
+				p, err := Begin(rn.r, Request{Spec: s, Env: Env(s, 0, ""), Out: out, Owner: func(st reaper.Status) { exits <- st }})
+				if err != nil {
+					errs <- err
+					return
+				}
+				pid, err := p.Wait()
+				if err != nil {
+					errs <- err
+					return
+				}
+				pids <- pid
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 8 {
+				if err := Probe(rn.r, []string{"/bin/true"}, "", nil, nil, wait); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	close(pids)
+	want := map[int]bool{}
+	for pid := range pids {
+		want[pid] = true
+	}
+	for range len(want) {
+		select {
+		case st := <-exits:
+			if !want[st.PID] || st.Wait.ExitStatus() != 4 {
+				t.Fatalf("exit of pid %d (%v) is not one of the runs'", st.PID, st.Wait)
+			}
+			delete(want, st.PID)
+		case <-time.After(wait):
+			t.Fatalf("%d runs' exits missing", len(want))
+		}
+	}
+	if n := rn.r.Orphans(); n != 0 {
+		t.Errorf("%d children collected as nobody's", n)
+	}
 }

@@ -102,13 +102,14 @@ type Request struct {
 	Owner reaper.Owner // gets the run's exit from the reaper
 	// Cgroup, when set, is the directory of the cgroup the run is placed
 	// in at fork (clone3 CLONE_INTO_CGROUP), so that no process of it ever
-	// runs outside. The caller keeps and closes it.
+	// runs outside. The caller keeps it until Start (or Wait) returns, and
+	// closes it.
 	Cgroup *os.File
 	// TTY, when set, is the slave of the run's pseudo-terminal
 	// (terminal.Open): the run's stdin, stdout and stderr, and the
 	// controlling terminal of its new session. Out is then not read (the
-	// terminal hands what it reads to Out.TTYOutput). The caller keeps and
-	// closes it.
+	// terminal hands what it reads to Out.TTYOutput). The caller keeps it
+	// until Start (or Wait) returns, and closes it.
 	TTY *os.File
 }
 
@@ -130,22 +131,45 @@ func nullFile() (*os.File, error) {
 // reaches every process it started that did not leave the group. Callers
 // bound how many Starts run at once (see supervisor's start slots).
 func Start(r *reaper.Reaper, req Request) (int, error) {
-	null, err := nullFile()
+	p, err := Begin(r, req)
 	if err != nil {
 		return 0, err
+	}
+	return p.Wait()
+}
+
+// Pending is a run whose fork is under way (Begin). Wait must be called,
+// once.
+type Pending struct {
+	r     *reaper.Reaper
+	l     *launch
+	out   *Output
+	pipes *runPipes // nil with a terminal
+	path  string
+	cwd   string
+}
+
+// Begin is Start up to the fork, which it hands to the forker thread
+// without waiting for it: what the caller does before Wait (publish what
+// came before the run) happens while the thread forks. An error means
+// nothing was forked.
+func Begin(r *reaper.Reaper, req Request) (*Pending, error) {
+	null, err := nullFile()
+	if err != nil {
+		return nil, err
 	}
 	argv := req.Spec.Argv()
 	path, err := lookPath(argv[0], req.Spec.Cwd, req.Env)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	cred, err := Credential(req.Spec.User, req.Spec.Group)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	files, pipes, err := runFiles(req, null, cred)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Spec.Cwd,
@@ -161,26 +185,39 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(req.Cgroup.Fd())
 	}
 	l := newLaunch(path, argv, attr, req.Spec.Watchdog > 0, req.Owner)
-	pid, err := r.Spawn(l.fork, l.owner, true)
-	if err == nil {
-		err = l.wait(r, pid)
+	if err := l.begin(r); err != nil {
+		if pipes != nil {
+			_ = req.Out.watchRun(pipes) // the streams of a run that never started end at once
+		}
+		return nil, fmt.Errorf("exec %s: %w", path, err)
 	}
-	if pipes != nil {
-		if werr := watchRun(req.Out, pipes); werr != nil && err == nil {
+	return &Pending{r: r, l: l, out: req.Out, pipes: pipes, path: path, cwd: req.Spec.Cwd}, nil
+}
+
+// Wait returns the pid of the run Begin handed over, once it runs (its
+// exec, or the shim's exec of the program, has succeeded), or why it
+// does not.
+func (p *Pending) Wait() (int, error) {
+	pid, err := p.l.end()
+	if err == nil {
+		err = p.l.wait(p.r, pid)
+	}
+	if p.pipes != nil {
+		if werr := watchRun(p.out, p.pipes); werr != nil && err == nil {
 			// Its output would never be read: the run must not go on.
 			// Its exit is the launch's, not the owner's (a spawn failure).
-			l.failed.Store(true)
-			_ = r.Signal(pid, syscall.SIGKILL, true)
+			p.l.failed.Store(true)
+			_ = p.r.Signal(pid, syscall.SIGKILL, true)
 			return 0, werr
 		}
 	}
 	if err != nil {
-		if req.Spec.Cwd != "" {
-			if _, serr := os.Stat(req.Spec.Cwd); serr != nil {
-				return 0, fmt.Errorf("cwd %s: %w", req.Spec.Cwd, serr)
+		if p.cwd != "" {
+			if _, serr := os.Stat(p.cwd); serr != nil {
+				return 0, fmt.Errorf("cwd %s: %w", p.cwd, serr)
 			}
 		}
-		return 0, fmt.Errorf("exec %s: %w", path, err)
+		return 0, fmt.Errorf("exec %s: %w", p.path, err)
 	}
 	return pid, nil
 }
