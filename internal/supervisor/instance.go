@@ -161,6 +161,7 @@ type Instance struct {
 	// once records its successor over it, anything else records none
 	// (letGoOfRun).
 	unrecorded bool
+	later      []program.Event // the ended run's events, held for a restart's fork (end.go)
 
 	health           // notify messages, readiness, the wedge and memory watchdogs
 	containment      // the instance's cgroup
@@ -194,6 +195,7 @@ func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance 
 func (in *Instance) loop() {
 	for {
 		if c, ok := in.nextCmd(); ok {
+			in.publishLater() // the restart they waited for did not come first
 			in.handle(c)
 			in.report()
 			in.settleWaiters()
@@ -208,6 +210,7 @@ func (in *Instance) loop() {
 			in.deliver()
 		case in.freezing != nil: // once what came before is handled, hold
 			if in.takeMail(); in.pending.empty() {
+				in.publishLater() // this daemon's to publish, not the next one's
 				in.holdFrozen()
 			}
 			continue
@@ -248,6 +251,7 @@ func (in *Instance) idle() bool {
 // released, and commands that come too late are answered as a gone
 // instance answers them.
 func (in *Instance) end4good() {
+	in.publishLater()
 	in.ttyAtRest()
 	in.closeHealth()
 	in.out.Close()
@@ -436,7 +440,8 @@ func (in *Instance) waitSlot() bool {
 }
 
 // startRun opens the run's notify socket, makes its cgroup ready and
-// starts it in there.
+// starts it in there. The events of the run before it, when it follows at
+// once (ended), are published once its fork is handed over.
 func (in *Instance) startRun() (int, error) {
 	if err := in.openNotify(); err != nil {
 		return 0, err
@@ -454,10 +459,15 @@ func (in *Instance) startRun() (int, error) {
 		in.closeNotify()
 		return 0, err
 	}
-	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
+	p, err := spawn.Begin(in.deps.Reaper, spawn.Request{
 		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg, TTY: slave,
 		Owner: in.putExit,
 	})
+	pid := 0
+	if err == nil {
+		in.publishLater() // the ended run's events, while the forker thread forks
+		pid, err = p.Wait()
+	}
 	if cg != nil {
 		cg.Close()
 	}
@@ -478,103 +488,10 @@ func (in *Instance) onExit(st reaper.Status) {
 	}
 }
 
-// finish ends the run whose leader st is, and whose processes are all gone.
-func (in *Instance) finish(st reaper.Status) {
-	r := in.cur
-	in.endTTY(r.pid)
-	in.cur = nil
-	in.unrecorded = true
-	in.disarm()
-	in.stopHealth()
-	in.retireNotify()
-	in.forgetTree(st.PID)
-	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
-	if st.Adopted {
-		ex.Unknown = true
-	} else if st.Wait.Signaled() {
-		ex.Signaled, ex.Signal = true, st.Wait.Signal()
-	} else {
-		ex.Code = st.Wait.ExitStatus()
-	}
-	in.woke = st.Woke
-	in.ended(ex, r.intent)
-}
-
-// ended applies the restart policy to one end of a run and acts on it, with
-// the events in docs/events.md's order: exited, health_warn, backoff or gave_up.
-func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
-	if in.removing {
-		intent = restart.IntentStop
-	}
-	now := time.Now()
-	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
-	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
-	in.publish(program.KindExited, &program.Exited{
-		PID: ex.PID, Code: ex.CodePtr(), Signal: ex.SignalPtr(),
-		RunDurationMS: ex.Duration().Milliseconds(), LikelyCause: d.Cause,
-		CrashCount: d.CrashCount, MaxRSSBytes: ex.MaxRSS,
-	})
-	if !in.woke.IsZero() && in.deps.Detected != nil {
-		in.deps.Detected(time.Since(in.woke))
-	}
-	in.woke = time.Time{}
-	if d.Warn != nil {
-		in.publish(program.KindHealthWarn, d.Warn)
-	}
-	in.ttyEnded(ex, d)
-	switch d.Next {
-	case restart.NextRestart:
-		in.publish(program.KindBackoff, d.Backoff)
-		if d.Delay <= 0 {
-			// On the loop's next turn: a stop can still come first. The
-			// ended run's notify socket and record are the next one's.
-			in.spawnDue = true
-			in.state = program.StateStarting
-			return
-		}
-		in.letGoOfRun()
-		in.state, in.backoff, in.nextStart = program.StateBackoff, d.Backoff, now.Add(d.Delay)
-		in.arm(d.Delay)
-	case restart.NextFatal:
-		in.publish(program.KindGaveUp, d.GaveUp)
-		in.settle(program.StateFatal)
-	case restart.NextExited:
-		in.settle(program.StateExited)
-	case restart.NextStopped:
-		in.settle(program.StateStopped)
-	}
-}
-
-// settle puts the instance at rest in state.
-func (in *Instance) settle(state string) {
-	in.letGoOfRun()
-	in.disarm()
-	if state != program.StateStopped || in.state != program.StateExited && in.state != program.StateFatal {
-		in.state = state // a stop leaves an ended instance as it ended
-	}
-	in.backoff, in.nextStart = nil, time.Time{}
-	in.ttyAtRest()
-}
-
-// letGoOfRun releases what an ended run left for a restart at once, when
-// none follows: its notify socket (a stopped instance holds no
-// descriptor), and its record in runs.json.
-func (in *Instance) letGoOfRun() {
-	if in.cur != nil {
-		return
-	}
-	in.closeNotify()
-	if in.unrecorded {
-		in.record()
-	}
-}
-
-func (in *Instance) publish(kind string, data any) {
-	in.deps.Publish(program.Event{Kind: kind, ID: in.id, Program: in.spec.Name, Labels: in.spec.Labels, Data: data})
-}
-
-// report hands the broker the instance's current state.
+// report hands the broker the instance's current state, after the
+// events it follows from.
 func (in *Instance) report() {
+	in.publishLater()
 	st := program.Status{
 		ID: in.id, Program: in.spec.Name, Instance: in.k, Agent: in.spec.Agent,
 		State: in.state, Run: in.runs, CrashCount: in.hist.CrashCount,

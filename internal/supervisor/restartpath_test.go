@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/restart"
 )
 
 // countEnv names the file readyOrMute counts its runs in.
@@ -138,5 +140,120 @@ func TestBackoffLetsGoOfSocketAndRecord(t *testing.T) {
 	}
 	if pids := rec.calls(); len(pids) != 2 || pids[0] == 0 || pids[1] != 0 {
 		t.Errorf("record calls %v: want the run, then none", pids)
+	}
+}
+
+// kinds lists the kinds of the events e, in order.
+func kinds(es []program.Event) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+// The events of an end that a restart follows at once are published while
+// the next run's fork is under way, in their order and before the next
+// run's spawned; every exited event is one detection observed.
+func TestImmediateRestartEventsInOrder(t *testing.T) {
+	t.Parallel()
+	var detected atomic.Int64
+	h := newHarnessWith(t, func(d *Deps) { d.Detected = func(time.Duration) { detected.Add(1) } })
+	s := spec("loop", "/bin/sh", "-c", "exit 3")
+	s.BackoffInitial, s.BackoffMax, s.MaxCrashes, s.HardMaxCrashes = 0, 0, 3, 5
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("gave_up", func() bool { return len(h.matching(program.KindGaveUp, "loop:0")) == 1 })
+	var got []program.Event
+	h.mu.Lock()
+	for _, e := range h.events {
+		if e.ID == "loop:0" && e.Kind != program.KindStatusChanged {
+			got = append(got, e)
+		}
+	}
+	h.mu.Unlock()
+	var want []string
+	for i := range 5 {
+		want = append(want, program.KindSpawned, program.KindExited)
+		switch i {
+		case 2: // the third crash reaches max_crashes
+			want = append(want, program.KindHealthWarn, program.KindBackoff)
+		case 4: // the fifth, hard_max_crashes
+			want = append(want, program.KindGaveUp)
+		default:
+			want = append(want, program.KindBackoff)
+		}
+	}
+	if k := kinds(got); !slices.Equal(k, want) {
+		t.Fatalf("events %v, want %v", k, want)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq <= got[i-1].Seq {
+			t.Fatalf("events out of sequence: %v", got)
+		}
+	}
+	for i := 0; i+1 < len(got); i++ { // each exited names the run spawned before it
+		if got[i].Kind == program.KindSpawned && data[program.Exited](got[i+1]).PID != data[program.Spawned](got[i]).PID {
+			t.Errorf("exited %d follows spawned %d", data[program.Exited](got[i+1]).PID, data[program.Spawned](got[i]).PID)
+		}
+	}
+	if n := detected.Load(); n != 5 {
+		t.Errorf("%d detections observed, want one per exit (5)", n)
+	}
+}
+
+// A command that comes between an end and the restart that was to follow
+// at once is taken first: the end's events are published before it is
+// handled, and a stop leaves nothing started.
+func TestStopBeforeTheRestartPublishesTheEnd(t *testing.T) {
+	var mu sync.Mutex
+	var events []program.Event
+	s := spec("held", "/bin/true")
+	s.BackoffInitial, s.BackoffMax = 0, 0
+	updates := make(chan program.Snapshot, 16)
+	in := newInstance(&s, "", 0, Deps{
+		Publish: func(e program.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		},
+		Update: func(sn program.Snapshot) { updates <- sn },
+	})
+	// As the loop would, before letting go: a run ends, and its restart is due.
+	now := time.Now()
+	in.ended(program.Exit{PID: 1 << 22, Code: 1, StartedAt: now.Add(-time.Second), EndedAt: now}, restart.IntentNone)
+	if !in.spawnDue || len(in.later) != 2 {
+		t.Fatalf("spawnDue %v, %d events held; want a restart due and exited, backoff held", in.spawnDue, len(in.later))
+	}
+	mu.Lock()
+	if len(events) != 0 {
+		t.Fatalf("published before the restart's fork: %v", kinds(events))
+	}
+	mu.Unlock()
+	reply := make(chan bool, 1)
+	in.putCmd(command{kind: cmdStop, opts: program.ActOptions{Wait: true}, reply: reply})
+	in.takeMail() // taken before the loop's next turn, which takes commands first
+	in.letGo()
+	select {
+	case ok := <-reply:
+		if !ok {
+			t.Fatal("stop not answered true")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("stop never answered")
+	}
+	mu.Lock()
+	got := kinds(events)
+	mu.Unlock()
+	if !slices.Equal(got, []string{program.KindExited, program.KindBackoff}) {
+		t.Errorf("events %v, want exited, backoff and nothing spawned", got)
+	}
+	var last program.Snapshot
+	for len(updates) > 0 {
+		last = <-updates
+	}
+	if last.Status.State != program.StateStopped {
+		t.Errorf("state %s, want stopped", last.Status.State)
 	}
 }
