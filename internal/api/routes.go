@@ -40,6 +40,11 @@ func (s *Server) routes() {
 		{"POST /v1/programs/{id}/restart", private, s.handle(s.restart)},
 		{"POST /v1/programs/{name}/scale", private, s.handle(s.scale)},
 
+		// Terminals of tty instances (terminal.go, attach.go).
+		{"GET /v1/screen/{id}", private, s.handle(s.screen)},
+		{"POST /v1/programs/{id}/input", private, s.handle(s.input)},
+		{"GET /v1/attach/{id}", private, s.handle(s.attach)}, // a WebSocket
+
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},
 
