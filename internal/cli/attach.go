@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
+)
+
+func (e *env) attachCmd() *cobra.Command {
+	var readOnly bool
+	var detachKeys string
+	cmd := &cobra.Command{
+		Use:   "attach ID [--read-only] [--detach-keys KEYS]",
+		Short: "connect this terminal to a terminal program's",
+		Long: "Connect the calling terminal to a tty instance's terminal, as docker attach and tmux\n" +
+			"attach do: the current screen at once, then everything the program writes, your\n" +
+			"keystrokes to it, your window size applied and followed. Detach with Ctrl-P Ctrl-Q\n" +
+			"(--detach-keys, in docker's syntax: \"ctrl-a,d\", \"\" for none); the run goes on.\n" +
+			"Attach follows the instance across runs. It exits 0 on detach or when the instance\n" +
+			"ends done, 1 when it ends in error. --read-only watches without typing (Ctrl-C\n" +
+			"detaches then) and needs no terminal on stdin.",
+		Args: cobra.ExactArgs(1),
+		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			keys, err := parseDetachKeys(detachKeys)
+			if err != nil {
+				return usageError{err}
+			}
+			s := &attachSession{e: e, id: args[0], readOnly: readOnly, detach: keys, in: e.stdin, out: e.stdout, sizeFd: -1}
+			s.inTTY = s.in != nil && term.IsTerminal(int(s.in.Fd()))
+			if !s.inTTY && !readOnly {
+				return usageError{errors.New("attach: stdin is not a terminal: attach types into the run from one (--read-only watches without)")}
+			}
+			if f, ok := s.out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				s.outTTY, s.sizeFd = true, int(f.Fd())
+			}
+			if s.inTTY {
+				s.sizeFd = int(s.in.Fd())
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+			s.a, err = c.Attach(ctx, args[0], readOnly)
+			cancel()
+			if err != nil {
+				return err
+			}
+			note, err := s.run()
+			if note != "" {
+				fmt.Fprintln(e.stderr, note)
+			}
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&readOnly, "read-only", false, "watch without typing")
+	f.StringVar(&detachKeys, "detach-keys", "ctrl-p,ctrl-q", "the `KEYS` that detach: characters or ctrl-X, comma-separated; \"\" for none")
+	return cmd
+}
+
+// attachSession is one tend attach: the connection, the caller's terminal
+// and what ends the session. Only run's goroutine and the two it starts
+// (pump, keyboard) touch it; they share nothing mutable.
+type attachSession struct {
+	e        *env
+	id       string
+	a        *client.Attached
+	readOnly bool
+	detach   []byte // the detach sequence; empty for none
+
+	in      *os.File
+	inTTY   bool
+	out     io.Writer
+	outTTY  bool
+	sizeFd  int // a terminal to read the window size of; -1 for none
+}
+
+// Bounds of a terminal's size, as the daemon keeps them (docs/terminal.md).
+const (
+	minCols, maxCols = 10, 1000
+	minRows, maxRows = 2, 500
+)
+
+// resetModes undoes on the caller's terminal the modes a program's screen
+// may have turned on (the alternate screen, mouse reporting, bracketed
+// paste, application keys, a hidden cursor, colours, a scroll region), and
+// leaves the cursor on the last row, so the shell gets its terminal back
+// as it was.
+const resetModes = "\x1b[0m\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1004l\x1b[?2004l" +
+	"\x1b[?1l\x1b>\x1b[?25h\x1b[r\x1b[999;1H\r\n"
+
+// run connects the terminals until the instance ends, the caller detaches
+// or a signal comes, and restores the caller's terminal on every way out.
+// note is a line for stderr once the terminal is restored.
+func (s *attachSession) run() (note string, err error) {
+	if s.inTTY {
+		fd := int(s.in.Fd())
+		old, err := term.MakeRaw(fd)
+		if err != nil {
+			s.a.Close()
+			return "", fmt.Errorf("attach: putting the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(fd, old)
+	}
+	// Signals are caught before anything is drawn, so none can end tend
+	// with the terminal left raw.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	ended := make(chan error, 1)
+	go func() { ended <- s.pump(ctx) }()
+	detached := make(chan struct{})
+	if s.inTTY {
+		kb, err := newCancelReader(int(s.in.Fd()))
+		if err != nil {
+			s.a.Close()
+			<-ended
+			return "", fmt.Errorf("attach: %w", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.keyboard(ctx, kb, detached)
+		}()
+		defer func() {
+			kb.Cancel()
+			<-done
+			kb.Close()
+		}()
+	}
+	s.resize(ctx)
+
+	note, err = s.wait(ended, detached, sigs)
+	if s.outTTY {
+		// The pump has stopped writing: the reset comes after the last of
+		// the program's bytes.
+		io.WriteString(s.out, resetModes)
+	}
+	return note, err
+}
+
+// wait waits for what ends the session and closes the connection; it
+// returns once the pump has stopped.
+func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal) (string, error) {
+	for {
+		select {
+		case err := <-ended:
+			s.a.Close()
+			return s.endOf(err)
+		case <-detached:
+			s.a.Close()
+			<-ended
+			return fmt.Sprintf("[detached from %s]", s.id), nil
+		case <-s.e.ctx.Done():
+			s.a.Close()
+			<-ended
+			return "", nil
+		case sig := <-sigs:
+			if sig == syscall.SIGWINCH {
+				s.resize(context.Background())
+				continue
+			}
+			s.a.Close()
+			<-ended
+			if sig == syscall.SIGINT {
+				return fmt.Sprintf("[detached from %s]", s.id), nil
+			}
+			return "", fmt.Errorf("attach ended by %v; %s goes on", sig, s.id)
+		}
+	}
+}
+
+// endOf is the outcome of a connection that ended by itself.
+func (s *attachSession) endOf(err error) (string, error) {
+	var end *client.Ended
+	switch {
+	case errors.As(err, &end) && end.Lifecycle == program.LifecycleDone:
+		return "", nil
+	case errors.As(err, &end):
+		return "", fmt.Errorf("%s has ended: %s (tend status %s says why)", s.id, end.Lifecycle, s.id)
+	case errors.Is(err, client.ErrDaemonGone):
+		return "", fmt.Errorf("attach: the daemon shut down; %s may go on under the next one", s.id)
+	}
+	return "", fmt.Errorf("attach: the connection to the daemon broke: %w", err)
+}
+
+// pump copies the terminal's bytes to the caller's until the connection
+// ends, and returns why it ended.
+func (s *attachSession) pump(ctx context.Context) error {
+	for {
+		p, err := s.a.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := s.out.Write(p); err != nil {
+			return fmt.Errorf("writing to the terminal: %w", err)
+		}
+	}
+}
+
+// keyboard sends the caller's keystrokes until the detach keys (closing
+// detached) or the end. A read-only session sends none: its keys only
+// detach (the detach keys, or Ctrl-C).
+func (s *attachSession) keyboard(ctx context.Context, kb *cancelReader, detached chan<- struct{}) {
+	d := detacher{keys: s.detach}
+	buf := make([]byte, 4096)
+	for {
+		n, err := kb.Read(buf)
+		if err != nil {
+			return
+		}
+		out, done := d.filter(buf[:n])
+		if s.readOnly {
+			if done || containsByte(buf[:n], 0x03) {
+				close(detached)
+				return
+			}
+			continue
+		}
+		if len(out) > 0 {
+			if err := s.a.Write(ctx, out); err != nil {
+				return // the connection is gone: the pump says why
+			}
+		}
+		if done {
+			close(detached)
+			return
+		}
+	}
+}
+
+func containsByte(p []byte, c byte) bool {
+	for _, b := range p {
+		if b == c {
+			return true
+		}
+	}
+	return false
+}
+
+// resize applies the caller's window size, when it has one: a terminal
+// that reports 0x0 (under script, a CI runner) leaves the size as it is.
+func (s *attachSession) resize(ctx context.Context) {
+	if s.readOnly || s.sizeFd < 0 {
+		return
+	}
+	cols, rows, err := term.GetSize(s.sizeFd)
+	if err != nil || cols <= 0 || rows <= 0 {
+		return
+	}
+	s.a.Resize(ctx, min(max(cols, minCols), maxCols), min(max(rows, minRows), maxRows))
+}
