@@ -80,11 +80,11 @@ type attachSession struct {
 	readOnly bool
 	detach   []byte // the detach sequence; empty for none
 
-	in      *os.File
-	inTTY   bool
-	out     io.Writer
-	outTTY  bool
-	sizeFd  int // a terminal to read the window size of; -1 for none
+	in     *os.File
+	inTTY  bool
+	out    io.Writer
+	outTTY bool
+	sizeFd int // a terminal to read the window size of; -1 for none
 }
 
 // Bounds of a terminal's size, as the daemon keeps them (docs/terminal.md).
