@@ -157,7 +157,9 @@ func TestInput(t *testing.T) {
 	if got := string(f.tt.Typed("planner:0")); got != "hello\x1b[D\x03\r" {
 		t.Errorf("typed %q", got)
 	}
-	_, body = f.do(t, "POST", "/v1/programs/planner:0/input", `{"text": "ls", "enter": true}`)
+	if code, body := f.do(t, "POST", "/v1/programs/planner:0/input", `{"text": "ls", "enter": true}`); code != 200 {
+		t.Fatalf("input: %d %s", code, body)
+	}
 	_, body = f.do(t, "GET", "/v1/screen/planner:0", "")
 	if lines := decode[program.Screen](t, body).Lines; !slices.Contains(lines, "you said: ls") {
 		t.Errorf("screen after input: %q", lines[:6])
