@@ -105,6 +105,11 @@ const resetModes = "\x1b[0m\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?100
 // or a signal comes, and restores the caller's terminal on every way out.
 // note is a line for stderr once the terminal is restored.
 func (s *attachSession) run() (note string, err error) {
+	// Signals are caught before the terminal is made raw, so none can end
+	// tend with the terminal left so.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
 	if s.inTTY {
 		fd := int(s.in.Fd())
 		old, err := term.MakeRaw(fd)
@@ -114,11 +119,6 @@ func (s *attachSession) run() (note string, err error) {
 		}
 		defer term.Restore(fd, old)
 	}
-	// Signals are caught before anything is drawn, so none can end tend
-	// with the terminal left raw.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGWINCH, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
