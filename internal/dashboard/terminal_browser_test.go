@@ -152,3 +152,68 @@ func typeKeys(t *testing.T, ctx context.Context, s string) {
 		}
 	}
 }
+
+// replConfig is a real daemon's fleet with a terminal agent: python3's
+// REPL; %d is the HTTP port.
+const replConfig = `[daemon]
+http = "127.0.0.1:%d"
+
+[defaults]
+stop_grace = "2s"
+
+[program.repl]
+command = ["python3", "-i", "-q"]
+tty = true
+agent = true
+`
+
+// TestDashboardTerminalRealDaemon: against the real tend binary, logged in
+// over TCP as a browser is (the WebSocket then rides the session cookie
+// and the page's Origin), a line typed into the page's terminal reaches
+// python3 and its answer comes back onto the page.
+func TestDashboardTerminalRealDaemon(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
+	}
+	if testing.Short() {
+		t.Skip("builds tend and starts a browser")
+	}
+	d, out := startTendWith(t, replConfig, []string{"repl:0"})
+	if d == nil {
+		if strings.Contains(out, "tty") {
+			t.Skipf("this daemon has no terminals yet (the core of terminal agents has not landed):\n%s", out)
+		}
+		t.Fatalf("tend up ended:\n%s", out)
+	}
+	code := d.loginCode(t)
+	ctx, requests, problems := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.base+"/login"),
+		chromedp.SendKeys(`input[name=code]`, code+kb.Enter),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the row of repl:0", `!!document.querySelector('#rows [data-id="repl:0"]')`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rows [data-id="repl:0"] .c-id`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "python's prompt in the page", `document.getElementById('d-term-state').textContent === 'live' && `+termRows+`.includes('>>>')`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#d-term .xterm-screen`))); err != nil {
+		t.Fatal(err)
+	}
+	typeKeys(t, ctx, "print(6 * 7)\r")
+	waitJS(t, ctx, "python's answer on the page", termRows+`.includes('42')`)
+	scr, err := d.client.Screen("repl:0", false)
+	if err != nil || !strings.Contains(strings.Join(scr.Lines, "\n"), ">>> print(6 * 7)\n42") {
+		t.Errorf("the run's screen: %q, %v", scr.Lines, err)
+	}
+	screenshot(t, ctx, t.TempDir(), "dashboard-terminal-repl.png")
+	for _, u := range requests() {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "data" && p.Host != d.addr) {
+			t.Errorf("the page requested %s, outside the daemon at %s", u, d.addr)
+		}
+	}
+	for _, p := range problems() {
+		t.Errorf("page console: %s", p)
+	}
+}
