@@ -40,6 +40,10 @@ func TestDashboardTerminalInBrowser(t *testing.T) {
 	b.Put(program.Status{ID: "planner:0", Program: "planner", Agent: true})
 	tt := apitest.NewTerminals(b)
 	tt.AddTTY("planner:0", 80, 24)
+	b.Put(program.Status{ID: "done:0", Program: "done"})
+	tt.AddTTY("done:0", 80, 24)
+	tt.Output("done:0", []byte("\x1b[32mlast words\x1b[0m"))
+	tt.End("done:0", program.StateExited, program.LifecycleDone, "exited 0", "")
 	ev := &apitest.Events{}
 	srv := api.New(b, ev, api.Options{Version: "test", Terminals: tt})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,6 +65,12 @@ func TestDashboardTerminalInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the row of planner:0", `!!document.querySelector('#rows [data-id="planner:0"]')`)
+
+	// done:0's run has ended: its last screen, in colour.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rows [data-id="done:0"] .c-id`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "done:0's last screen", `document.getElementById('d-term-state').textContent === 'not running' && `+termRows+`.includes('> last words')`)
 
 	// web:0 has no terminal: no terminal section.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rows [data-id="web:0"] .c-id`))); err != nil {

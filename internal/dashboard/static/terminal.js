@@ -47,6 +47,7 @@ export class LiveTerminal {
     this.ended = null;    // the run the last connection ended with, for good
     this.retry = 0;       // the timer of a reconnection
     this.sent = '';       // the size last sent, "COLSxROWS"
+    this.last = null;     // the instance whose last screen was asked for
     this.enc = new TextEncoder();
     new ResizeObserver(() => this.resize()).observe(box);
   }
@@ -69,7 +70,11 @@ export class LiveTerminal {
       if (id !== this.id) return;
     }
     const alive = st.pid != null;
-    if (!alive && !this.ws) setText(this.state, this.ended ? `ended (${this.ended.why})` : 'not running');
+    if (!alive && !this.ws) {
+      setText(this.state, this.ended ? `ended (${this.ended.why})` : 'not running');
+      // Nothing attached yet: show the last run's screen.
+      if (!this.ended && !this.last) this.showLast(id);
+    }
     // A run after the one the last connection ended with: attach again.
     if (alive && !this.ws && !this.retry && (!this.ended || st.run !== this.ended.run)) this.connect(id, st.run);
   }
@@ -87,6 +92,18 @@ export class LiveTerminal {
     this.term.onData((d) => this.send(this.enc.encode(d)));
     this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
     this.resize();
+  }
+
+  // showLast draws the screen a run left (GET /v1/screen/{id}?ansi=1).
+  async showLast(id) {
+    this.last = id;
+    try {
+      const r = await fetch(`/v1/screen/${pathId(id)}?ansi=1`, {credentials: 'same-origin', cache: 'no-store'});
+      if (!r.ok || this.id !== id || this.ws) return;
+      const scr = await r.json();
+      this.term.reset();
+      this.term.write((scr.ansi || scr.lines).join('\r\n'));
+    } catch { /* the next status tries again */ this.last = null; }
   }
 
   connect(id, run) {
@@ -163,6 +180,7 @@ export class LiveTerminal {
       ws.close(1000, 'detached');
     }
     this.ended = null;
+    this.last = null;
     this.id = null;
     if (this.term) this.term.reset();
   }
