@@ -14,6 +14,7 @@ import (
 	"github.com/tend-sh/tend/internal/broker"
 	"github.com/tend-sh/tend/internal/cgroup"
 	"github.com/tend-sh/tend/internal/events"
+	"github.com/tend-sh/tend/internal/kept"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
@@ -39,7 +40,8 @@ type stamped struct {
 // start): the state directory and its subdirectories, the audit log, one
 // reaper for the process (subreaper on), the capture of the runs' output
 // into log files through FIFOs, the broker with a process tree, runs.json
-// recording each run, and the notify sockets. Each phase runs its own
+// recording each run, the intent record (intent.json) each instance keeps
+// its state in, and the notify sockets. Each phase runs its own
 // Managers on it, with or without the cgroup tree.
 type rig struct {
 	dir     string
@@ -52,6 +54,7 @@ type rig struct {
 	tree    *proctree.Tracker
 	broker  *broker.Broker
 	runs    *runs.File
+	intents *kept.Intents
 	hook    atomic.Pointer[func(stamped)] // the current phase's observer, or nil
 }
 
@@ -90,6 +93,7 @@ func openRig(dir string) (r *rig, err error) {
 	r.tree = proctree.New()
 	r.broker = broker.New(r.publish, nil, r.tree)
 	r.runs = runs.Open(r.root, nil)
+	r.intents = kept.OpenIntents(r.root, nil)
 	return r, nil
 }
 
@@ -131,7 +135,7 @@ func (r *rig) manager(cg *cgroup.Tree) *supervisor.Manager {
 	return supervisor.NewManager(supervisor.Deps{
 		Reaper: r.reaper, Publish: r.publish, Update: r.broker.Update,
 		Rand: rand.Float64, Capture: r.capture, NotifyDir: r.notify,
-		Cgroups: cg, Tree: r.tree, Record: r.record,
+		Cgroups: cg, Tree: r.tree, Record: r.record, Intents: r.intents,
 	}, r.broker.Forget)
 }
 
@@ -152,7 +156,7 @@ func (r *rig) close() error {
 	}
 	r.reaper.Stop()
 	r.capture.Close()
-	err = errors.Join(err, r.runs.Close())
+	err = errors.Join(err, r.runs.Close(), r.intents.Close())
 	if n := r.log.WriteErrors(); n > 0 {
 		err = errors.Join(err, fmt.Errorf("%d audit write errors: %v", n, r.log.Err()))
 	}

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
 		"tend-flip": flipMain,
 		"tend-hog":  hogMain,
+		"tend-beat": beatMain,
 	})
 }
 
@@ -43,7 +44,7 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitCode, "termpid1": termPID1, "pid1up": pid1Up, "pid1wait": pid1Wait,
-			"pid": pidCmd, "procs": procsCmd, "alive": aliveCmd, "onedown": oneDownCmd},
+			"pid": pidCmd, "procs": procsCmd, "alive": aliveCmd, "onedown": oneDownCmd, "gone": goneCmd},
 		Condition: func(cond string) (bool, error) {
 			if cond == "pidns" { // a new PID namespace can be made (root, unshare installed)
 				return exec.Command("unshare", "--pid", "--fork", "--mount-proc", "true").Run() == nil, nil

@@ -33,15 +33,15 @@ type stubBackend struct {
 	restarts []string
 }
 
-func (b *stubBackend) List(bool) []program.Status {
+func (b *stubBackend) List(bool, program.LabelSelector) []program.Status {
 	return []program.Status{{ID: "web:0", Program: "web", State: program.StateRunning}}
 }
 
-func (b *stubBackend) Status(sel string) ([]program.Status, error) {
+func (b *stubBackend) Status(sel string, _ program.LabelSelector) ([]program.Status, error) {
 	if sel != "web:0" && sel != "web" && sel != "all" {
 		return nil, program.ErrNotFound
 	}
-	return b.List(false), nil
+	return b.List(false, nil), nil
 }
 
 func (b *stubBackend) Restart(_ context.Context, sel string, _ program.ActOptions) (program.ActResult, error) {
@@ -69,6 +69,7 @@ func (b *stubBackend) Restarts() []string {
 type stubEvents struct{}
 
 func (stubEvents) Since(uint64, int) ([]program.Event, error) { return nil, nil }
+func (stubEvents) LastSeq() uint64                            { return 0 }
 func (stubEvents) Subscribe(uint64) Subscription {
 	return &stubSub{c: make(chan program.Event)}
 }

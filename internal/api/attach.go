@@ -1,241 +1,221 @@
 package api
 
-// GET /v1/attach/{id} (docs/api.md#attach): a WebSocket to a tty
-// instance's terminal, as xterm.js's attach addon speaks it.
-//
-//   - Server to client, binary: the terminal's bytes, first a redraw of the
-//     screen, then what the program writes; between runs tend's one-line
-//     notice and the next run's screen.
-//   - Client to server, binary: keystrokes, typed into the run's terminal
-//     (ignored from a ?read_only=1 client).
-//   - Client to server, text: {"cols": C, "rows": R} resizes the terminal
-//     (0x0 leaves it as it is; ignored from a read-only client).
-//   - Server to client, text: {"error": "..."} when input or a resize could
-//     not be applied (no run in place, a size out of range); the
-//     connection stays open.
-//   - The server closes the connection when the instance has ended for good
-//     with status 1000 and the reason "done" or "error" (its lifecycle), so
-//     a client can exit 0 or 1; with 1001 when the daemon shuts down.
-//
-// Errors before the upgrade (unknown id 404, not a terminal or not running
-// 409, a browser page of another origin 403) are JSON answers, as on every
-// route. The connection's cost ends with it: a client that goes away, even
-// in the middle of a write, ends its reader, its writer and its Attach.
-
 import (
-	"context"
+	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
+// Attached adds: POST /v1/programs?attach=1 (tend run --attach of a
+// program without a terminal). One request adds the program, starts it and
+// follows its first run to the end, as docker run does with create, attach,
+// start and wait: an answer of JSON lines (201, application/x-ndjson),
+//
+//	{"name": "run-1a2b3c4d", "ids": ["run-1a2b3c4d:0"]}
+//	{"ts": "…", "id": "run-1a2b3c4d:0", "stream": "stdout", "line": "hello"}
+//	…
+//	{"exit": {"code": 3, "signal": null, "likely_cause": "runtime_error", "status": 3}}
+//
+// the output as GET /v1/logs gives it in JSON, stdout and stderr merged in
+// time order, and last how the run ended (program.RunEnd). It is one
+// request so that nothing can come between the add and the attach: the
+// program's logs are held (Backend.Hold) from before it exists until this
+// answer has read them to the end, so a remove_on_exit program that ends
+// at once is still read whole before its logs go. A client that goes
+// away leaves the program running (and removed once it ends, with
+// remove_on_exit); the answer ends without an exit line when the instance
+// goes before its run ends, or the daemon stops.
+
+// Bounds of the wait for a run's last output, after its exit is known.
 const (
-	// maxAttachMessage bounds one message from a client: keystrokes (a
-	// paste comes in pieces) or a resize.
-	maxAttachMessage = program.MaxInput
-	// attachWriteTimeout drops a client that takes nothing of one message
-	// for this long. (It never slows the run: an Attach that falls behind
-	// is sent a fresh screen instead.)
-	attachWriteTimeout = time.Minute
-	// pongTimeout drops a client that does not answer a ping: a peer that
-	// vanished without closing holds nothing for long.
-	pongTimeout = 30 * time.Second
+	settleEvery = 2 * time.Millisecond
+	settleMax   = 2 * time.Second // a stream that never ends (cannot happen: containment) does not hang the client
 )
 
-func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
-	if s.opts.Terminals == nil {
-		return errNoTerminals
+// attachLine is one line of the answer that is not output.
+type attachLine struct {
+	Exit  *program.RunEnd `json:"exit,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec program.Spec, body []byte) error {
+	switch {
+	case spec.Instances != 1:
+		return badRequest(fmt.Sprintf("attach follows one run: instances must be 1, not %d", spec.Instances))
+	case !spec.Autostart:
+		return badRequest("attach follows the run it starts: autostart must be true")
 	}
-	if !isWebSocket(r) {
-		w.Header().Set("Upgrade", "websocket")
-		return &httpError{http.StatusUpgradeRequired, "GET /v1/attach/{id} is a WebSocket (docs/api.md#attach): send Upgrade: websocket"}
-	}
-	// A browser page may open a WebSocket to any site, with that site's
-	// cookies: only the dashboard's own origin may attach. (A client that
-	// is not a browser sends no Origin; it has the token or the socket.)
-	if r.Header.Get("Origin") != "" && !sameOrigin(r) {
-		return &httpError{http.StatusForbidden, "cross-origin WebSocket refused: Origin must be " + ownOrigin(r)}
-	}
-	readOnly, err := boolParam(r, "read_only")
+	hold := s.b.Hold(spec.Name)
+	defer hold.Release()
+	since := s.ev.LastSeq()
+	from := time.Now().Truncate(time.Millisecond)
+	ids, err := s.b.Add(spec, body)
 	if err != nil {
 		return err
 	}
-	id, err := s.oneInstance(r.PathValue("id"))
+	id := ids[0]
+	srcs, err := s.b.LogSources(id, nil)
 	if err != nil {
 		return err
 	}
-	att, err := s.opts.Terminals.Attach(id, readOnly)
-	if err != nil {
-		return err
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusCreated)
+	a := &attachment{s: s, r: r, id: id, since: since, hold: hold, removes: spec.RemoveOnExit,
+		lw: &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: logRequest{json: true}}}
+	a.writeJSON(program.Added{Name: spec.Name, IDs: ids})
+	// Lines the run wrote before this read are in the tail: every line
+	// since the add (a program of this name removed earlier may have left
+	// older ones).
+	cur, err := logfile.Read(srcs, logfile.Query{Tail: maxTail, Since: from}, a.lw.line)
+	if err == nil {
+		err = a.lw.flush()
 	}
-	c, err := websocket.Accept(w, r, nil) // checks the Origin again, by host
 	if err != nil {
-		att.Close() // Accept has answered
-		return nil
+		return nil // the client went away
 	}
-	s.serveAttach(c, att, readOnly)
+	defer cur.Close()
+	a.follow(cur)
 	return nil
 }
 
-// isWebSocket reports whether r asks to upgrade to a WebSocket.
-func isWebSocket(r *http.Request) bool {
-	return headerHas(r.Header, "Connection", "upgrade") && headerHas(r.Header, "Upgrade", "websocket")
+// attachment is one attached answer in progress; its handler's goroutine
+// owns it.
+type attachment struct {
+	s       *Server
+	r       *http.Request
+	id      string
+	hold    Hold
+	removes bool   // remove_on_exit: the answer ends once the program is gone
+	since   uint64 // the last event before the add
+	lw      *lineWriter
+	end     *program.RunEnd // the run's end, once its exited event came
+	errno   string          // the spawn_failed event's, before its exited
+	spawn   string
 }
 
-func headerHas(h http.Header, key, token string) bool {
-	for _, v := range h.Values(key) {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
+// follow sends the run's output until it has ended and all it wrote is
+// sent, then the exit line.
+func (a *attachment) follow(cur *logfile.Cursor) {
+	sub := a.s.ev.Subscribe(a.since)
+	defer func() { sub.Close() }()
+	poll := time.NewTicker(a.s.poll) // logs not written here, and whether the instance is still there
+	defer poll.Stop()
+	var settle <-chan time.Time
+	var deadline time.Time
+	for {
+		select {
+		case <-a.r.Context().Done():
+			return
+		case <-a.s.done:
+			return
+		case e, ok := <-sub.C():
+			if !ok {
+				if !sub.CutOff() {
+					return // the log closed: the daemon stops
+				}
+				sub = a.s.ev.Subscribe(a.since) // too slow a reader: resume where it was
+				continue
 			}
+			a.since = e.Seq
+			if a.event(e) {
+				t := time.NewTicker(settleEvery)
+				defer t.Stop()
+				settle, deadline = t.C, time.Now().Add(settleMax)
+			}
+		case <-cur.C():
+		case <-poll.C:
+			if a.end == nil {
+				if _, err := a.s.b.Status(a.id, nil); err != nil {
+					a.drain(cur)
+					a.writeJSON(attachLine{Error: a.id + " was removed before its run ended"})
+					return
+				}
+			}
+		case <-settle:
 		}
+		if !a.drain(cur) {
+			return
+		}
+		if a.end != nil && (a.spawn != "" || a.s.b.OutputSettled(a.id) || time.Now().After(deadline)) {
+			a.drain(cur)
+			a.finish(cur)
+			return
+		}
+	}
+}
+
+// removalWait bounds how long the answer waits for a remove_on_exit
+// program's removal once its run has ended (it is quick: nothing is left
+// to stop).
+const removalWait = 10 * time.Second
+
+// finish ends the answer with the exit line. For a remove_on_exit program
+// that is after its removal, and after its logs are gone too (the hold's
+// release removes them): when tend run --rm --attach returns, nothing of
+// the program is left.
+func (a *attachment) finish(cur *logfile.Cursor) {
+	if a.removes {
+		t := time.NewTimer(removalWait)
+		defer t.Stop()
+		select {
+		case <-a.hold.Removed():
+			a.drain(cur) // a last note of tend's own, written as the instance went
+		case <-t.C:
+		case <-a.r.Context().Done():
+			return
+		}
+		a.hold.Release()
+	}
+	a.writeJSON(attachLine{Exit: a.end})
+}
+
+// event takes what the answer needs from e: the spawn failure and the
+// first exited event of the instance. It reports the exit.
+func (a *attachment) event(e program.Event) bool {
+	if e.ID != a.id || a.end != nil {
+		return false
+	}
+	switch d := e.Data.(type) {
+	case *program.SpawnFailed:
+		a.spawn, a.errno = d.Error, d.Errno
+	case *program.Exited:
+		a.end = &program.RunEnd{Code: d.Code, Signal: d.Signal, LikelyCause: d.LikelyCause, SpawnError: a.spawn, Errno: a.errno,
+			Status: program.ExitStatus(d.Code, d.Signal, a.errno)}
+		return true
 	}
 	return false
 }
 
-// serveAttach runs one attached client until the instance ends, the client
-// leaves or the server closes. Three goroutines: this one sends the
-// terminal's bytes; a reader takes the client's messages (and answers its
-// pings and close); a pinger notices a peer that vanished.
-func (s *Server) serveAttach(c *websocket.Conn, att program.Attach, readOnly bool) {
-	c.SetReadLimit(maxAttachMessage)
-	// out bounds the wait for output: it ends when the client leaves
-	// (the reader returns), a ping goes unanswered, or the server closes.
-	out, stop := context.WithCancel(context.Background())
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer stop()
-		s.attachInput(c, att, readOnly)
-	})
-	wg.Go(func() {
-		defer stop()
-		s.ping(out, c)
-	})
-	wg.Go(func() {
-		select {
-		case <-s.done:
-			stop()
-		case <-out.Done():
-		}
-	})
-	s.attachOutput(out, c, att)
-	c.CloseNow() // after a clean close a no-op; otherwise it ends the reader
-	wg.Wait()
-	att.Close()
-}
-
-// attachOutput sends the terminal's bytes until the instance ends or out
-// does, and closes the connection saying why.
-func (s *Server) attachOutput(out context.Context, c *websocket.Conn, att program.Attach) {
+// drain sends every line written so far; false when the client is gone.
+func (a *attachment) drain(cur *logfile.Cursor) bool {
 	for {
-		p, err := att.Next(out)
-		switch {
-		case errors.Is(err, io.EOF):
-			end := att.End()
-			if end == "" {
-				end = program.LifecycleDone
+		entries, more, err := cur.Next()
+		if err != nil {
+			return true
+		}
+		if len(entries) > 0 {
+			if err := a.lw.write(entries); err != nil {
+				return false
 			}
-			c.Close(websocket.StatusNormalClosure, end)
-			return
-		case err != nil && isClosed(s.done):
-			c.Close(websocket.StatusGoingAway, "the daemon is shutting down")
-			return
-		case err != nil:
-			return // the client left (or did not answer a ping)
 		}
-		// A write that cannot finish closes the connection (coder/websocket
-		// closes it when the context ends mid-write).
-		ctx, cancel := context.WithTimeout(out, attachWriteTimeout)
-		err = c.Write(ctx, websocket.MessageBinary, p)
-		cancel()
-		if err != nil {
-			return
+		if !more {
+			return true
 		}
 	}
 }
 
-// attachInput reads the client's messages until it leaves: keystrokes and
-// resizes, or nothing but the close for a read-only client.
-func (s *Server) attachInput(c *websocket.Conn, att program.Attach, readOnly bool) {
-	for {
-		// Background: a context that ends would close the connection
-		// under a read; the read ends when the connection closes.
-		typ, p, err := c.Read(context.Background())
-		if err != nil {
-			return
-		}
-		if readOnly {
-			continue
-		}
-		switch typ {
-		case websocket.MessageBinary:
-			err = att.Write(p)
-		case websocket.MessageText:
-			err = resize(att, p)
-		}
-		if err != nil {
-			sendError(c, err)
-		}
+// writeJSON sends one line of the answer that is not output.
+func (a *attachment) writeJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
 	}
-}
-
-// resizeMessage is a client's text message.
-type resizeMessage struct {
-	Cols *int `json:"cols"`
-	Rows *int `json:"rows"`
-}
-
-func resize(att program.Attach, p []byte) error {
-	var m resizeMessage
-	if err := json.Unmarshal(p, &m); err != nil || m.Cols == nil || m.Rows == nil || *m.Cols < 0 || *m.Rows < 0 {
-		return fmt.Errorf(`a text message must be {"cols": C, "rows": R}, got %.80q`, p)
-	}
-	return att.Resize(*m.Cols, *m.Rows)
-}
-
-// sendError tells the client, in a text message, what could not be done.
-func sendError(c *websocket.Conn, err error) {
-	b, _ := json.Marshal(errorBody{Error: err.Error()})
-	ctx, cancel := context.WithTimeout(context.Background(), attachWriteTimeout)
-	defer cancel()
-	c.Write(ctx, websocket.MessageText, b) // a client that is gone is the reader's to notice
-}
-
-// ping pings the client every keepalive interval until ctx ends, and
-// returns when one goes unanswered.
-func (s *Server) ping(ctx context.Context, c *websocket.Conn) {
-	t := time.NewTicker(s.keepalive)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, pongTimeout)
-		err := c.Ping(pctx)
-		cancel()
-		if err != nil {
-			return
-		}
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	a.lw.bw.Write(append(b, '\n'))
+	a.lw.flush()
 }

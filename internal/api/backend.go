@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
@@ -13,18 +14,24 @@ import (
 // ErrBadConfig, ErrStopping), which writeError maps to status codes.
 type Backend interface {
 	// List returns one consistent snapshot of every instance, sorted by id;
-	// agentsOnly keeps the agents.
-	List(agentsOnly bool) []program.Status
+	// agentsOnly keeps the agents, and labels those whose program has
+	// every one of them (an empty selector keeps all).
+	List(agentsOnly bool, labels program.LabelSelector) []program.Status
 	// Status returns the instances a selector names, sorted: one for
-	// "name:k", every instance of a bare name, every instance for "all".
-	Status(sel string) ([]program.Status, error)
+	// "name:k", every instance of a bare name, every instance for "all";
+	// of those, the ones labels match.
+	Status(sel string, labels program.LabelSelector) ([]program.Status, error)
 	// Add registers and (if autostart) starts a program; it returns its ids.
 	// source is the request body it was parsed from, kept so the program
 	// outlives a daemon restart (docs/daemon.md#after-a-crash).
 	Add(spec program.Spec, source []byte) ([]string, error)
 	// Remove stops every instance of the program and forgets it.
 	Remove(ctx context.Context, name string) error
-	// Start, Stop and Restart act on a selector ("all", "name", "name:k").
+	// RemoveMatching removes every program (name "") or the program name,
+	// of those whose labels match, and returns the names it removed.
+	RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error)
+	// Start, Stop and Restart act on a selector ("all", "name", "name:k"),
+	// narrowed by opts.Labels.
 	// Without opts.Wait they return once the command is taken; with it,
 	// once done (see program.ActOptions), or when ctx ends (the instances
 	// not done by then are in Failed).
@@ -41,13 +48,42 @@ type Backend interface {
 	Reload() (ReloadResult, error)
 	// Shutdown begins stopping the daemon; it returns at once.
 	Shutdown()
+	// Upgrade re-executes the daemon in place (tend upgrade), calling
+	// handoff once it is about to exec. It returns only when the upgrade
+	// did not happen, with the reason (a *StatusError says the status).
+	Upgrade(ctx context.Context, handoff Handoff) error
 	// LogSources returns the captured output of the instances a selector
-	// names ("all", "name", "name:k"), sorted by id.
-	LogSources(sel string) ([]logfile.Source, error)
+	// names ("all", "name", "name:k") whose program labels match, sorted
+	// by id.
+	LogSources(sel string, labels program.LabelSelector) ([]logfile.Source, error)
+	// Signal sends sig to the process group of each running instance sel
+	// names (a client's Ctrl-C, proxied as docker run does) and returns
+	// their ids; none running wraps program.ErrNotRunning.
+	Signal(sel string, sig syscall.Signal) ([]string, error)
+	// Hold keeps the log files of program name on disk until it is
+	// released, also when the program is removed meanwhile
+	// (remove_on_exit): an attached client reads them to the end first.
+	// Taken before the program is added.
+	Hold(name string) Hold
+	// OutputSettled reports whether what the first run of instance id
+	// wrote is all in its log: both of its streams have ended (the run and
+	// every process it started are gone) and been written, or the instance
+	// is gone (its output closed).
+	OutputSettled(id string) bool
 	// ParseProgram turns a POST /v1/programs body into a validated Spec.
 	ParseProgram(body []byte) (program.Spec, error)
 	// Doctor summarises the audit log of the last `since`.
 	Doctor(since time.Duration) (*program.DoctorReport, error)
+}
+
+// Hold is a hold on a program's log files (Backend.Hold).
+type Hold interface {
+	// Removed is closed once the program has been removed for having
+	// ended (remove_on_exit): it is gone but for the files held.
+	Removed() <-chan struct{}
+	// Release lets go of the files; the last hold of a removed program
+	// removes them before it returns. It may be called more than once.
+	Release()
 }
 
 // ReloadResult says what a reload changed, by program name.
@@ -67,6 +103,8 @@ type Events interface {
 	// live, without gaps or duplicates. The channel closes when the
 	// subscription is cut off (a slow reader) or closed.
 	Subscribe(since uint64) Subscription
+	// LastSeq is the seq of the newest event.
+	LastSeq() uint64
 }
 
 // Subscription is one live reader of the event log.

@@ -49,9 +49,9 @@ func (b *askedBackend) ids() []string {
 	return slices.Clone(b.asked)
 }
 
-func (b *askedBackend) LogSources(id string) ([]logfile.Source, error) {
+func (b *askedBackend) LogSources(id string, labels program.LabelSelector) ([]logfile.Source, error) {
 	b.record(id)
-	return b.Backend.LogSources(id)
+	return b.Backend.LogSources(id, labels)
 }
 
 func (b *askedBackend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
@@ -134,7 +134,7 @@ func TestBadInputUTF8(t *testing.T) {
 		code, answer := f.do(t, "POST", "/v1/programs", body)
 		wantJSONError(t, fmt.Sprintf("POST %q", body), code, answer, http.StatusBadRequest)
 	}
-	if ids := b.List(false); len(ids) != 3 {
+	if ids := b.List(false, nil); len(ids) != 3 {
 		t.Errorf("bad bodies added programs: %v", ids)
 	}
 	for _, req := range [][2]string{

@@ -37,20 +37,25 @@ func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg
 // statusOf maps an error to its status code.
 func statusOf(err error) int {
 	var he *httpError
+	var se *StatusError
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &he):
 		return he.code
+	case errors.As(err, &se):
+		return se.Code
 	case errors.As(err, &tooBig):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, program.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, program.ErrExists), errors.Is(err, program.ErrNotTerminal), errors.Is(err, program.ErrNotRunning):
+	case errors.Is(err, program.ErrExists), errors.Is(err, program.ErrNotTerminal):
 		return http.StatusConflict
 	case errors.Is(err, program.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig):
+	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig), errors.Is(err, program.ErrBadLabel):
 		return http.StatusBadRequest
+	case errors.Is(err, program.ErrNotRunning):
+		return http.StatusConflict
 	case errors.Is(err, program.ErrStopping):
 		return http.StatusServiceUnavailable
 	}

@@ -30,15 +30,19 @@ const cutoffMessage = "slow subscriber cut off; reconnect with Last-Event-ID"
 
 // eventQuery is what GET /v1/events asks for.
 type eventQuery struct {
-	since uint64
-	kinds map[string]bool // nil = every kind
-	sel   *program.Selector
+	since  uint64
+	kinds  map[string]bool // nil = every kind
+	sel    *program.Selector
+	labels program.LabelSelector // events of the instances of programs with these labels
 }
 
 // match reports whether e passes the kinds= and id= filters.
 func (q *eventQuery) match(e program.Event) bool {
 	if q.kinds != nil && !q.kinds[e.Kind] {
 		return false
+	}
+	if len(q.labels) > 0 && !q.labels.Matches(e.LabelSet()) {
+		return false // an event of no instance (daemon, tracked_changed) has no labels: no match
 	}
 	switch {
 	case q.sel == nil:
@@ -83,6 +87,10 @@ func parseEventQuery(r *http.Request) (*eventQuery, error) {
 			return nil, badRequest("id: " + err.Error())
 		}
 		q.sel = &sel
+	}
+	var err error
+	if q.labels, err = labelParam(r); err != nil {
+		return nil, err
 	}
 	return q, nil
 }
@@ -151,6 +159,7 @@ func (s *Server) eventBacklog(w http.ResponseWriter, r *http.Request, q *eventQu
 // this reader off, which it says with a last "cutoff" event.
 func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQuery) error {
 	rc := http.NewResponseController(w)
+	cut := s.streamsCut()
 	sub := s.ev.Subscribe(q.since)
 	defer sub.Close()
 
@@ -171,6 +180,8 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request, q *eventQue
 			return nil
 		case <-s.done:
 			return nil
+		case <-cut:
+			return nil // paused for an upgrade: the client resumes from the new daemon
 		case <-keepalive.C:
 			_, err = fmt.Fprint(w, ": keepalive\n\n")
 		case e, ok := <-sub.C():

@@ -44,7 +44,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list := s.b.List(agents)
+	labels, err := labelParam(r)
+	if err != nil {
+		return err
+	}
+	list := s.b.List(agents, labels)
 	if list == nil {
 		list = []program.Status{}
 	}
@@ -59,8 +63,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		cols, err := columnsParam(r)
+		if err != nil {
+			return err
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		return human.Table(w, list, width)
+		return human.TableWith(w, list, width, cols)
 	default:
 		return badRequest(fmt.Sprintf("view=%q: want full or table", view))
 	}
@@ -75,11 +83,17 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return lookupError{err}
 	}
-	list, err := s.b.Status(sel)
+	labels, err := labelParam(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.b.Status(sel, labels)
 	if err != nil {
 		return lookupError{err}
 	}
-	if _, _, one := program.SplitID(sel); one { // NAME:K: the object itself
+	// NAME:K answers the object itself; with labels, always a list (of
+	// the matches, maybe none).
+	if _, _, one := program.SplitID(sel); one && len(labels) == 0 {
 		if len(list) == 0 {
 			return lookupError{fmt.Errorf("%w: %s", program.ErrNotFound, sel)}
 		}
@@ -91,44 +105,79 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) add(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	attach, err := boolParam(r, "attach")
+	if err != nil {
+		return err
+	}
+	// A body without a name gets one (run-XXXXXXXX), drawn again if it
+	// is taken.
+	generated := !namesItself(body)
+	for attempt := 1; ; attempt++ {
+		named := body
+		if generated {
+			named = withName(body, newRunName())
+		}
+		spec, err := s.b.ParseProgram(named)
+		if err != nil {
+			if statusOf(err) == http.StatusInternalServerError {
+				err = fmt.Errorf("%w: %w", program.ErrInvalid, err)
+			}
+			return err
+		}
+		if attach {
+			err = s.addAttached(w, r, spec, named)
+		} else {
+			var ids []string
+			if ids, err = s.b.Add(spec, named); err == nil {
+				writeJSON(w, http.StatusCreated, program.Added{Name: spec.Name, IDs: nonNil(ids)})
+			}
+		}
+		if generated && errors.Is(err, program.ErrExists) && attempt < 5 {
+			continue
+		}
+		return err
+	}
+}
+
+// readBody reads a POST /v1/programs body: at most 1 MiB, in time, UTF-8.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooBig):
-			return &httpError{http.StatusRequestEntityTooLarge, "request body is larger than 1 MiB"}
+			return nil, &httpError{http.StatusRequestEntityTooLarge, "request body is larger than 1 MiB"}
 		case errors.As(err, &netErr) && netErr.Timeout():
-			return &httpError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", bodyTimeout)}
+			return nil, &httpError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", bodyTimeout)}
 		}
-		return badRequest("reading request body: " + err.Error())
+		return nil, badRequest("reading request body: " + err.Error())
 	}
 	// The body is all here: what follows may take as long as it needs.
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	// JSON is UTF-8 (RFC 8259). encoding/json would quietly turn a bad byte
 	// into U+FFFD, and the daemon would then run an argv nobody sent.
 	if !utf8.Valid(body) {
-		return badRequest("request body is not valid UTF-8")
+		return nil, badRequest("request body is not valid UTF-8")
 	}
-	spec, err := s.b.ParseProgram(body)
-	if err != nil {
-		if statusOf(err) == http.StatusInternalServerError {
-			err = fmt.Errorf("%w: %w", program.ErrInvalid, err)
-		}
-		return err
-	}
-	ids, err := s.b.Add(spec, body)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, idsBody{IDs: nonNil(ids)})
-	return nil
+	return body, nil
 }
 
 func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if !program.NamePattern.MatchString(name) {
 		return fmt.Errorf("%w: %q is not a program name", program.ErrNotFound, name)
+	}
+	labels, err := labelParam(r)
+	if err != nil {
+		return err
+	}
+	if len(labels) > 0 { // the program if it matches: the answer is a list
+		return s.removeMatching(w, r, name, labels)
 	}
 	if err := s.b.Remove(r.Context(), name); err != nil {
 		return err
@@ -167,6 +216,9 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, do func(context.Con
 		return err
 	}
 	if opts.Now, err = boolParam(r, "now"); err != nil {
+		return err
+	}
+	if opts.Labels, err = labelParam(r); err != nil {
 		return err
 	}
 	ctx := r.Context()

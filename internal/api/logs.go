@@ -88,7 +88,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	srcs, err := s.b.LogSources(sel)
+	labels, err := labelParam(r)
+	if err != nil {
+		return err
+	}
+	srcs, err := s.b.LogSources(sel, labels)
 	if err != nil {
 		return err
 	}
@@ -118,7 +122,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 // away: woken by the daemon's writers, and polling for logs that are
 // written elsewhere.
 func (s *Server) followLogs(r *http.Request, lw *lineWriter, cur *logfile.Cursor) error {
-	wake := cur.C()
+	wake, cut := cur.C(), s.streamsCut()
 	tick := time.NewTicker(s.poll)
 	defer tick.Stop()
 	for {
@@ -127,6 +131,8 @@ func (s *Server) followLogs(r *http.Request, lw *lineWriter, cur *logfile.Cursor
 			return nil
 		case <-s.done:
 			return nil
+		case <-cut:
+			return nil // paused for an upgrade: the client resumes from the new daemon
 		case <-wake:
 		case <-tick.C:
 		}

@@ -35,10 +35,12 @@ func (s *Server) routes() {
 
 		{"POST /v1/programs", private, s.handle(s.add)},
 		{"DELETE /v1/programs/{name}", private, s.handle(s.remove)},
+		{"DELETE /v1/programs", private, s.handle(s.removeAll)}, // ?label=: every program with those labels
 		{"POST /v1/programs/{id}/start", private, s.handle(s.start)},
 		{"POST /v1/programs/{id}/stop", private, s.handle(s.stop)},
 		{"POST /v1/programs/{id}/restart", private, s.handle(s.restart)},
 		{"POST /v1/programs/{name}/scale", private, s.handle(s.scale)},
+		{"POST /v1/programs/{id}/signal", private, s.handle(s.signal)}, // an attached client's Ctrl-C
 
 		// Terminals of tty instances (terminal.go, attach.go).
 		{"GET /v1/screen/{id}", private, s.handle(s.screen)},
@@ -47,6 +49,7 @@ func (s *Server) routes() {
 
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},
+		{"POST /v1/upgrade", private, s.handle(s.upgrade)},
 
 		{"GET /v1/logs/{id}", private, s.handle(s.logs)},
 		{"GET /v1/events", private, s.handle(s.events)},

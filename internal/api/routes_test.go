@@ -66,9 +66,9 @@ func TestRoutes(t *testing.T) {
 		{name: "status malformed", method: "GET", path: "/v1/status/BAD%20ID", code: 404, contains: `"lifecycle":"unknown"`},
 		{name: "status negative", method: "GET", path: "/v1/status/web:-1", code: 404, contains: `"lifecycle":"unknown"`},
 		{name: "add", method: "POST", path: "/v1/programs", body: `{"name":"jobs","command":["sleep","9"],"instances":2}`,
-			code: 201, want: `{"ids":["jobs:0","jobs:1"]}`},
+			code: 201, want: `{"name":"jobs","ids":["jobs:0","jobs:1"]}`},
 		{name: "add zero instances", method: "POST", path: "/v1/programs", body: `{"name":"none","command":["x"],"instances":0}`,
-			code: 201, want: `{"ids":[]}`},
+			code: 201, want: `{"name":"none","ids":[]}`},
 		{name: "add exists", method: "POST", path: "/v1/programs", body: `{"name":"web","command":["x"]}`, code: 409, contains: "already exists"},
 		{name: "add invalid", method: "POST", path: "/v1/programs", body: `{"name":"Bad Name","command":["x"]}`, code: 400, contains: "name"},
 		{name: "add not json", method: "POST", path: "/v1/programs", body: `{`, code: 400},
@@ -199,9 +199,13 @@ func (b errBackend) Stop(context.Context, string, program.ActOptions) (program.A
 func (b errBackend) Reload() (api.ReloadResult, error)             { return api.ReloadResult{}, b.err }
 func (b errBackend) ParseProgram([]byte) (program.Spec, error)     { return program.Spec{}, b.err }
 func (b errBackend) Remove(ctx context.Context, name string) error { return b.err }
-func (b errBackend) LogSources(string) ([]logfile.Source, error)   { return nil, b.err }
-func (b errBackend) Add(program.Spec, []byte) ([]string, error)    { return nil, b.err }
-func (b errBackend) Status(string) ([]program.Status, error)       { return nil, b.err }
+func (b errBackend) LogSources(string, program.LabelSelector) ([]logfile.Source, error) {
+	return nil, b.err
+}
+func (b errBackend) Add(program.Spec, []byte) ([]string, error) { return nil, b.err }
+func (b errBackend) Status(string, program.LabelSelector) ([]program.Status, error) {
+	return nil, b.err
+}
 func (b errBackend) Restart(context.Context, string, program.ActOptions) (program.ActResult, error) {
 	return program.ActResult{}, b.err
 }

@@ -62,6 +62,14 @@ type Server struct {
 	// layer (login.go); it guards itself.
 	login logins
 
+	// gate holds the listeners' Accepts while the API is paused for an
+	// upgrade (pause.go); conns are every server's open connections, by
+	// state, for Pause to wait on.
+	gate     *gate
+	connMu   sync.Mutex // guards conns
+	connCond *sync.Cond
+	conns    map[net.Conn]http.ConnState
+
 	mu      sync.Mutex     // guards servers, closed and dashboard
 	servers []*http.Server // one per Serve call
 	closed  bool
@@ -95,7 +103,10 @@ func New(b Backend, ev Events, opts Options) *Server {
 		done:      make(chan struct{}),
 		keepalive: 15 * time.Second,
 		poll:      200 * time.Millisecond,
+		gate:      newGate(),
+		conns:     map[net.Conn]http.ConnState{},
 	}
+	s.connCond = sync.NewCond(&s.connMu)
 	s.routes()
 	return s
 }
@@ -113,6 +124,7 @@ func (s *Server) Serve(l net.Listener) error {
 		Handler:           s.localCheck(s.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
+		ConnState:         s.trackConn,
 	})
 }
 
@@ -137,6 +149,7 @@ func (s *Server) serve(l net.Listener, srv *http.Server) error {
 // never waits longer than that grace.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.done) })
+	s.Resume() // a Close during a Pause: the gate must not hold an Accept from its end
 	s.mu.Lock()
 	s.closed = true
 	servers := s.servers

@@ -90,7 +90,7 @@ func (s *Server) AttachTCP(l net.Listener, opts TCPOptions) (serve func() error,
 	if addr == "" {
 		addr = l.Addr().String()
 	}
-	capped := newCapListener(l, opts.MaxConns, opts.WriteTimeout)
+	capped := newCapListener(s.gated(l, "api.tcp"), opts.MaxConns, opts.WriteTimeout)
 	var ln net.Listener = capped
 	var certs []tls.Certificate
 	scheme := "http"
@@ -110,8 +110,11 @@ func (s *Server) AttachTCP(l net.Listener, opts TCPOptions) (serve func() error,
 		ReadHeaderTimeout: tcpReadHeaderTimeout,
 		IdleTimeout:       tcpIdleTimeout,
 		MaxHeaderBytes:    tcpMaxHeaderBytes,
-		ConnState:         capped.track,
-		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2
+		ConnState: func(c net.Conn, st http.ConnState) {
+			capped.track(c, st)
+			s.trackConn(c, st)
+		},
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2
 		// Anyone on the network can cause "TLS handshake error" lines;
 		// they would drown tend's event lines.
 		ErrorLog: log.New(io.Discard, "", 0),

@@ -189,6 +189,7 @@ type floodEvents struct {
 }
 
 func (f *floodEvents) Since(uint64, int) ([]program.Event, error) { return nil, nil }
+func (f *floodEvents) LastSeq() uint64                            { return 0 }
 
 func (f *floodEvents) Subscribe(uint64) Subscription {
 	s := &floodSub{c: make(chan program.Event), stop: make(chan struct{}), ev: f}

@@ -151,7 +151,7 @@ func (s *Server) oneInstance(sel string) (string, error) {
 	if _, _, one := program.SplitID(sel); one {
 		return sel, nil
 	}
-	list, err := s.b.Status(sel)
+	list, err := s.b.Status(sel, nil)
 	if err != nil {
 		return "", err
 	}

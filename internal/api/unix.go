@@ -50,7 +50,13 @@ func (s *Server) ServeUnix(path string) error {
 		l.Close()
 		return fmt.Errorf("api: %w", err)
 	}
-	return s.Serve(&peerListener{Listener: l, uid: uint32(os.Geteuid())})
+	return s.ServeUnixListener(l)
+}
+
+// ServeUnixListener serves on l, the unix socket ServeUnix made (made by
+// this process before it re-executed itself: tend upgrade), until Close.
+func (s *Server) ServeUnixListener(l net.Listener) error {
+	return s.Serve(&peerListener{Listener: s.gated(l, "api.unix"), uid: uint32(os.Geteuid())})
 }
 
 // peerListener accepts only connections from uid 0 or uid.

@@ -220,7 +220,14 @@ func (b *Broker) Status(id string) (program.Status, error) {
 // List derives every registered instance's status from one snapshot of the
 // registry, sorted by program then instance; agentsOnly keeps agents.
 func (b *Broker) List(agentsOnly bool) []program.Status {
-	snaps := b.snapshots(agentsOnly)
+	return b.Select(agentsOnly, nil)
+}
+
+// Select is List of the instances whose program's labels match labels:
+// the others are left out before anything is derived or read from /proc,
+// so a selection costs what its matches cost.
+func (b *Broker) Select(agentsOnly bool, labels program.LabelSelector) []program.Status {
+	snaps := b.snapshots(agentsOnly, labels)
 	now := b.now()
 	out := make([]program.Status, len(snaps))
 	// Deriving reads each run's processes from /proc and its cgroup: small
@@ -232,7 +239,7 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 // ListBare is List without the process trees (nothing is read from /proc):
 // lifecycle, state, pid and why, as cheap as the snapshots themselves.
 func (b *Broker) ListBare() []program.Status {
-	snaps := b.snapshots(false)
+	snaps := b.snapshots(false, nil)
 	now := b.now()
 	out := make([]program.Status, len(snaps))
 	for i := range snaps {
@@ -263,19 +270,43 @@ func (b *Broker) Briefs() []Brief {
 	return out
 }
 
+// Brief is one instance's Brief; false for an unknown id.
+func (b *Broker) Brief(id string) (Brief, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[id]
+	if !ok {
+		return Brief{}, false
+	}
+	st := &e.snap.Status
+	return Brief{ID: st.ID, Program: st.Program, State: st.State, Alive: st.PID != nil, Ready: st.Ready, Ended: st.LastExit != nil}, true
+}
+
 // snapshots copies the registered instances' snapshots under the lock,
-// sorted by program then instance.
-func (b *Broker) snapshots(agentsOnly bool) []program.Snapshot {
+// sorted by program then instance, keeping those that match.
+func (b *Broker) snapshots(agentsOnly bool, labels program.LabelSelector) []program.Snapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sortLocked()
-	snaps := make([]program.Snapshot, 0, len(b.order))
+	n := len(b.order)
+	if len(labels) > 0 {
+		n = 0 // a selection is usually a few of many
+	}
+	snaps := make([]program.Snapshot, 0, n)
 	for _, e := range b.order {
-		if !agentsOnly || e.snap.Status.Agent {
+		if (!agentsOnly || e.snap.Status.Agent) && (len(labels) == 0 || labels.Matches(specLabels(e.snap.Spec))) {
 			snaps = append(snaps, e.snap)
 		}
 	}
 	return snaps
+}
+
+// specLabels is a spec's labels (nil for no spec).
+func specLabels(s *program.Spec) map[string]string {
+	if s == nil {
+		return nil
+	}
+	return s.Labels
 }
 
 // sortLocked puts the entries in order again after a registration or a

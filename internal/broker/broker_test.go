@@ -362,3 +362,40 @@ func TestBriefsFollowListOrder(t *testing.T) {
 		}
 	}
 }
+
+// A status carries its program's labels ({} without any); Select keeps
+// the instances whose labels match, in order, and Brief answers one id.
+func TestLabelsAndSelect(t *testing.T) {
+	b := New(func(program.Event) {}, func() time.Time { return t0 }, nil)
+	labelled := func(labels map[string]string) func(*program.Snapshot) {
+		return func(s *program.Snapshot) { s.Spec = &program.Spec{Labels: labels} }
+	}
+	b.Update(snap("a:0", labelled(map[string]string{"session": "s-1", "owner": "ana"})))
+	b.Update(snap("a:1", labelled(map[string]string{"session": "s-1", "owner": "ana"})))
+	b.Update(snap("b:0", labelled(map[string]string{"session": "s-2"})))
+	b.Update(snap("c:0", nil))
+	sel, _ := program.ParseLabelSelector([]string{"session=s-1"})
+	var ids []string
+	for _, st := range b.Select(false, sel) {
+		ids = append(ids, st.ID)
+		if st.Labels["owner"] != "ana" {
+			t.Errorf("%s: labels %v", st.ID, st.Labels)
+		}
+	}
+	if strings.Join(ids, ",") != "a:0,a:1" {
+		t.Errorf("Select session=s-1: %v", ids)
+	}
+	if got := len(b.Select(false, nil)); got != 4 {
+		t.Errorf("Select with no labels: %d, want every instance", got)
+	}
+	st, err := b.Status("c:0")
+	if err != nil || st.Labels == nil || len(st.Labels) != 0 {
+		t.Errorf("no labels: %v (%v), want an empty map", st.Labels, err)
+	}
+	if br, ok := b.Brief("b:0"); !ok || br.Program != "b" {
+		t.Errorf("Brief(b:0) = %+v, %v", br, ok)
+	}
+	if _, ok := b.Brief("nope:0"); ok {
+		t.Error("Brief of an unknown id")
+	}
+}

@@ -13,6 +13,10 @@ import (
 // give the same status.
 func Derive(s program.Snapshot, now time.Time) program.Status {
 	st := s.Status
+	st.Labels = specLabels(s.Spec)
+	if st.Labels == nil {
+		st.Labels = noLabels
+	}
 	st.ComputedAt = program.Time{Time: now}
 	st.Processes = []program.Process{}
 	st.Tracking = program.TrackingNone
@@ -31,6 +35,10 @@ func Derive(s program.Snapshot, now time.Time) program.Status {
 	st.Why = why(s, &st, now)
 	return st
 }
+
+// noLabels is the labels of a status whose program has none: {} in JSON,
+// not null. Shared and never written.
+var noLabels = map[string]string{}
 
 func turnActive(s program.Snapshot, now time.Time) bool {
 	if !s.Status.Agent {

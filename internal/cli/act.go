@@ -16,6 +16,7 @@ import (
 
 // actFlags are the flags of start, stop and restart.
 type actFlags struct {
+	labels  []string // -l KEY=VALUE
 	noWait  bool
 	now     bool // stop and restart only
 	rolling bool // restart only
@@ -29,11 +30,15 @@ type actFlags struct {
 func (e *env) actionCmd(verb, short, long string) (*cobra.Command, *actFlags) {
 	f := &actFlags{}
 	cmd := &cobra.Command{
-		Use:   verb + " ID|NAME|all [--no-wait] [--timeout D]",
+		Use:   verb + " [ID|NAME|all] [-l KEY=VALUE]... [--no-wait] [--timeout D]",
 		Short: short,
-		Long:  long,
-		Args:  cobra.ExactArgs(1),
+		Long:  long + "\n-l KEY=VALUE (repeatable) acts on the instances whose program has the label (without\nan ID: every one that has it).",
+		Args:  cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			sel, labels, err := selection(verb, args, f.labels)
+			if err != nil {
+				return err
+			}
 			if f.noWait && (f.rolling || cmd.Flags().Changed("timeout")) {
 				return usageError{fmt.Errorf("%s: --no-wait cannot go with --rolling or --timeout", verb)}
 			}
@@ -45,11 +50,12 @@ func (e *env) actionCmd(verb, short, long string) (*cobra.Command, *actFlags) {
 				return err
 			}
 			if f.rolling {
-				return e.rollingRestart(c, args[0], f)
+				return e.rollingRestart(c, sel, labels, f)
 			}
-			return e.act(c, verb, args[0], f)
+			return e.act(c, verb, sel, labels, f)
 		}),
 	}
+	labelFlag(cmd, &f.labels)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.noWait, "no-wait", false, "return once the daemon has taken the request; print the ids")
 	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after `D` (exit 1); 0: wait until done")
@@ -57,11 +63,15 @@ func (e *env) actionCmd(verb, short, long string) (*cobra.Command, *actFlags) {
 }
 
 // act runs one action and reports it.
-func (e *env) act(c *client.Client, verb, sel string, f *actFlags) error {
-	opts := client.ActOptions{Wait: !f.noWait, Now: f.now, Timeout: f.timeout}
+func (e *env) act(c *client.Client, verb, sel string, labels program.LabelSelector, f *actFlags) error {
+	opts := client.ActOptions{Wait: !f.noWait, Now: f.now, Timeout: f.timeout, Labels: labels}
 	res, err := c.Act(e.ctx, verb, sel, opts)
 	if err != nil {
 		return answerError(err, f.timeout)
+	}
+	if len(res.IDs) == 0 && len(labels) > 0 {
+		e.noMatch(sel, labels)
+		return nil
 	}
 	if f.noWait {
 		for _, id := range res.IDs {
@@ -69,7 +79,7 @@ func (e *env) act(c *client.Client, verb, sel string, f *actFlags) error {
 		}
 		return nil
 	}
-	e.fillStatuses(c, sel, &res)
+	e.fillStatuses(c, sel, labels, &res)
 	for _, id := range res.IDs {
 		fmt.Fprintln(e.stdout, actLine(id, res.Statuses))
 	}
@@ -81,10 +91,10 @@ func (e *env) act(c *client.Client, verb, sel string, f *actFlags) error {
 
 // fillStatuses asks for the statuses an answer lacks: a daemon that took
 // the request without waiting answers only the ids.
-func (e *env) fillStatuses(c *client.Client, sel string, res *program.ActResult) {
+func (e *env) fillStatuses(c *client.Client, sel string, labels program.LabelSelector, res *program.ActResult) {
 	for _, id := range res.IDs {
 		if !slices.ContainsFunc(res.Statuses, func(st program.Status) bool { return st.ID == id }) {
-			if list, err := c.Statuses(sel); err == nil {
+			if list, err := c.Select(e.ctx, sel, labels); err == nil {
 				res.Statuses = list
 			}
 			return

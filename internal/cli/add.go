@@ -12,9 +12,10 @@ func (e *env) addCmd() *cobra.Command {
 		instances int
 		agent     bool
 		restart   string
+		labels    []string
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME [--instances N] [--agent] [--restart POLICY] -- CMD ARGS...",
+		Use:   "add NAME [--instances N] [--agent] [--restart POLICY] [-l KEY=VALUE]... -- CMD ARGS...",
 		Short: "add a program to the running daemon and start it",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
@@ -23,6 +24,17 @@ func (e *env) addCmd() *cobra.Command {
 				return usageError{err}
 			}
 			body := map[string]any{"name": name, "command": argv}
+			if len(labels) > 0 {
+				sel, err := parseLabels(labels)
+				if err != nil {
+					return err
+				}
+				m := map[string]string{}
+				for _, l := range sel {
+					m[l.Key] = l.Value
+				}
+				body["labels"] = m
+			}
 			// Only what was given: the daemon's defaults fill in the rest.
 			if cmd.Flags().Changed("instances") {
 				body["instances"] = instances
@@ -51,6 +63,7 @@ func (e *env) addCmd() *cobra.Command {
 	f.IntVar(&instances, "instances", 1, "how many instances to run")
 	f.BoolVar(&agent, "agent", false, "the program is an AI agent (status reports turns)")
 	f.StringVar(&restart, "restart", "always", "restart policy: always, on-failure or never")
+	f.StringArrayVarP(&labels, "label", "l", nil, "label the program `KEY=VALUE` (repeatable)")
 	return cmd
 }
 

@@ -36,32 +36,27 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			s := &attachSession{e: e, id: args[0], readOnly: readOnly, detach: keys, in: e.stdin, out: e.stdout, sizeFd: -1}
-			s.inTTY = s.in != nil && term.IsTerminal(int(s.in.Fd()))
+			s := e.newAttachSession(e.ctx, args[0], readOnly, keys)
 			if !s.inTTY && !readOnly {
 				return usageError{errors.New("attach: stdin is not a terminal: attach types into the run from one (--read-only watches without)")}
-			}
-			if f, ok := s.out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-				s.outTTY, s.sizeFd = true, int(f.Fd())
-			}
-			if s.inTTY {
-				s.sizeFd = int(s.in.Fd())
 			}
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
-			s.a, err = c.Attach(ctx, args[0], readOnly)
-			cancel()
+			end, err := s.connect(c)
 			if err != nil {
 				return err
 			}
-			note, err := s.run()
-			if note != "" {
-				fmt.Fprintln(e.stderr, note)
+			switch {
+			case end.detached:
+				fmt.Fprintf(e.stderr, "[detached from %s]\n", s.id)
+			case end.signal != nil:
+				return fmt.Errorf("attach ended by %v; %s goes on", end.signal, s.id)
+			case end.lifecycle != "" && end.lifecycle != program.LifecycleDone:
+				return fmt.Errorf("%s has ended: %s (tend status %s says why)", s.id, end.lifecycle, s.id)
 			}
-			return err
+			return nil
 		}),
 	}
 	f := cmd.Flags()
@@ -75,8 +70,9 @@ func (e *env) attachCmd() *cobra.Command {
 // (pump, keyboard) touch it; they share nothing mutable.
 type attachSession struct {
 	e        *env
+	ctx      context.Context // ends the session (as a detach) when done
 	id       string
-	a        *client.Attached
+	a        *client.Terminal
 	readOnly bool
 	detach   []byte // the detach sequence; empty for none
 
@@ -86,6 +82,72 @@ type attachSession struct {
 	outTTY bool
 	sizeFd int // a terminal to read the window size of; -1 for none
 }
+
+// attachEnd is how a session ended, when nothing went wrong: the caller
+// detached (the detach keys, or SIGINT), the instance ended for good in a
+// lifecycle ("done" or "error"), another signal came, or ctx ended (none
+// of these set).
+type attachEnd struct {
+	detached  bool
+	lifecycle string
+	signal    os.Signal
+}
+
+// newAttachSession readies an attach to id on this process's terminal.
+func (e *env) newAttachSession(ctx context.Context, id string, readOnly bool, keys []byte) *attachSession {
+	s := &attachSession{e: e, ctx: ctx, id: id, readOnly: readOnly, detach: keys, in: e.stdin, out: e.stdout, sizeFd: -1}
+	s.inTTY = s.in != nil && term.IsTerminal(int(s.in.Fd()))
+	if f, ok := s.out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		s.outTTY, s.sizeFd = true, int(f.Fd())
+	}
+	if s.inTTY {
+		s.sizeFd = int(s.in.Fd())
+	}
+	return s
+}
+
+// connect attaches through c and runs the session to its end.
+func (s *attachSession) connect(c *client.Client) (attachEnd, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	var err error
+	s.a, err = c.AttachTerminal(ctx, s.id, s.readOnly)
+	cancel()
+	if err != nil {
+		return attachEnd{}, err
+	}
+	return s.run()
+}
+
+// attachTerminal is tend run --tty --attach's attach (run_tty.go): it
+// returns errDetached when the caller detaches, and nil when the run ends
+// or ctx does. Without a terminal on stdin it watches read-only: the
+// program exists by now, and its output and exit status are still worth
+// having.
+func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string) error {
+	s := e.newAttachSession(ctx, id, false, defaultDetachKeys)
+	s.readOnly = !s.inTTY
+	end, err := s.connect(c)
+	switch {
+	case err != nil:
+		return err
+	case end.detached:
+		fmt.Fprintf(e.stderr, "[detached from %s]\n", id)
+		return errDetached
+	case end.signal != nil:
+		return fmt.Errorf("attach ended by %v; %s goes on", end.signal, id)
+	case end.lifecycle != "":
+		// The run's end, and so the exit status, comes on run's own
+		// connection, which then ends ctx: wait for it a while.
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return nil
+}
+
+// defaultDetachKeys is Ctrl-P Ctrl-Q, as docker's.
+var defaultDetachKeys = []byte{0x10, 0x11}
 
 // Bounds of a terminal's size, as the daemon keeps them (docs/terminal.md).
 const (
@@ -103,8 +165,7 @@ const resetModes = "\x1b[0m\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?100
 
 // run connects the terminals until the instance ends, the caller detaches
 // or a signal comes, and restores the caller's terminal on every way out.
-// note is a line for stderr once the terminal is restored.
-func (s *attachSession) run() (note string, err error) {
+func (s *attachSession) run() (attachEnd, error) {
 	// Signals are caught before the terminal is made raw, so none can end
 	// tend with the terminal left so.
 	sigs := make(chan os.Signal, 4)
@@ -115,7 +176,7 @@ func (s *attachSession) run() (note string, err error) {
 		old, err := term.MakeRaw(fd)
 		if err != nil {
 			s.a.Close()
-			return "", fmt.Errorf("attach: putting the terminal in raw mode: %w", err)
+			return attachEnd{}, fmt.Errorf("attach: putting the terminal in raw mode: %w", err)
 		}
 		defer term.Restore(fd, old)
 	}
@@ -130,7 +191,7 @@ func (s *attachSession) run() (note string, err error) {
 		if err != nil {
 			s.a.Close()
 			<-ended
-			return "", fmt.Errorf("attach: %w", err)
+			return attachEnd{}, fmt.Errorf("attach: %w", err)
 		}
 		done := make(chan struct{})
 		go func() {
@@ -145,18 +206,18 @@ func (s *attachSession) run() (note string, err error) {
 	}
 	s.resize(ctx)
 
-	note, err = s.wait(ended, detached, sigs)
+	end, err := s.wait(ended, detached, sigs)
 	if s.outTTY {
 		// The pump has stopped writing: the reset comes after the last of
 		// the program's bytes.
 		io.WriteString(s.out, resetModes)
 	}
-	return note, err
+	return end, err
 }
 
 // wait waits for what ends the session and closes the connection; it
 // returns once the pump has stopped.
-func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal) (string, error) {
+func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal) (attachEnd, error) {
 	for {
 		select {
 		case err := <-ended:
@@ -165,11 +226,11 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 		case <-detached:
 			s.a.Close()
 			<-ended
-			return fmt.Sprintf("[detached from %s]", s.id), nil
-		case <-s.e.ctx.Done():
+			return attachEnd{detached: true}, nil
+		case <-s.ctx.Done():
 			s.a.Close()
 			<-ended
-			return "", nil
+			return attachEnd{}, nil
 		case sig := <-sigs:
 			if sig == syscall.SIGWINCH {
 				s.resize(context.Background())
@@ -178,25 +239,23 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 			s.a.Close()
 			<-ended
 			if sig == syscall.SIGINT {
-				return fmt.Sprintf("[detached from %s]", s.id), nil
+				return attachEnd{detached: true}, nil
 			}
-			return "", fmt.Errorf("attach ended by %v; %s goes on", sig, s.id)
+			return attachEnd{signal: sig}, nil
 		}
 	}
 }
 
 // endOf is the outcome of a connection that ended by itself.
-func (s *attachSession) endOf(err error) (string, error) {
-	var end *client.Ended
+func (s *attachSession) endOf(err error) (attachEnd, error) {
+	var end *client.TerminalEnded
 	switch {
-	case errors.As(err, &end) && end.Lifecycle == program.LifecycleDone:
-		return "", nil
 	case errors.As(err, &end):
-		return "", fmt.Errorf("%s has ended: %s (tend status %s says why)", s.id, end.Lifecycle, s.id)
+		return attachEnd{lifecycle: end.Lifecycle}, nil
 	case errors.Is(err, client.ErrDaemonGone):
-		return "", fmt.Errorf("attach: the daemon shut down; %s may go on under the next one", s.id)
+		return attachEnd{}, fmt.Errorf("attach: the daemon shut down; %s may go on under the next one", s.id)
 	}
-	return "", fmt.Errorf("attach: the connection to the daemon broke: %w", err)
+	return attachEnd{}, fmt.Errorf("attach: the connection to the daemon broke: %w", err)
 }
 
 // pump copies the terminal's bytes to the caller's until the connection

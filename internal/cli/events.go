@@ -19,12 +19,17 @@ func (e *env) eventsCmd() *cobra.Command {
 		since           uint64
 		kinds           string
 		id              string
+		rawLabels       []string
 	)
 	cmd := &cobra.Command{
-		Use:   "events [-f] [--since SEQ] [--json] [--kinds K1,K2] [--id ID]",
+		Use:   "events [-f] [--since SEQ] [--json] [--kinds K1,K2] [--id ID] [-l KEY=VALUE]...",
 		Short: "print the daemon's numbered events",
 		Args:  cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			labels, err := parseLabels(rawLabels)
+			if err != nil {
+				return err
+			}
 			c, err := e.client()
 			if err != nil {
 				return err
@@ -36,7 +41,7 @@ func (e *env) eventsCmd() *cobra.Command {
 				}
 			}
 			if follow {
-				err := c.Follow(e.ctx, since, kindList, id, func(ev program.Event) error {
+				err := c.FollowMatching(e.ctx, since, client.EventFilter{Kinds: kindList, ID: id, Labels: labels}, func(ev program.Event) error {
 					return e.printEvent(ev, jsonOut)
 				})
 				if errors.Is(err, context.Canceled) {
@@ -44,7 +49,7 @@ func (e *env) eventsCmd() *cobra.Command {
 				}
 				return err
 			}
-			list, err := c.EventsMatching(since, client.EventFilter{Kinds: kindList, ID: id})
+			list, err := c.EventsMatching(since, client.EventFilter{Kinds: kindList, ID: id, Labels: labels})
 			if err != nil {
 				return err
 			}
@@ -63,6 +68,7 @@ func (e *env) eventsCmd() *cobra.Command {
 	f.Uint64Var(&since, "since", 0, "print the events after this seq")
 	f.StringVar(&kinds, "kinds", "", "only these kinds, comma-separated")
 	f.StringVar(&id, "id", "", "only events of this id (all, NAME or NAME:K)")
+	labelFlag(cmd, &rawLabels)
 	return cmd
 }
 

@@ -128,6 +128,9 @@ var kindFields = map[string]func(any) []string{
 		if v.Count != nil {
 			f = append(f, kv("count", *v.Count))
 		}
+		if v.From != "" || v.To != "" {
+			f = append(f, kv("from", v.From), kv("to", v.To))
+		}
 		return f
 	}),
 }

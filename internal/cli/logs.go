@@ -12,14 +12,21 @@ import (
 
 func (e *env) logsCmd() *cobra.Command {
 	var o client.LogOptions
+	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "logs ID|NAME|all [-f] [-n N] [--since D] [--timestamps] [--stderr]",
+		Use:   "logs [ID|NAME|all] [-l KEY=VALUE]... [-f] [-n N] [--since D] [--timestamps] [--stderr]",
 		Short: "print captured output: one instance, every instance of a program, or all",
 		Long: "Prints the instances' captured stdout and stderr. With more than one instance the\n" +
 			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
-			"logs does); -n counts lines over all of them together.",
-		Args: cobra.ExactArgs(1),
+			"logs does); -n counts lines over all of them together. -l keeps the instances whose\n" +
+			"program has the label (without an ID: every one that has it).",
+		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			sel, labels, err := selection("logs", args, rawLabels)
+			if err != nil {
+				return err
+			}
+			o.Labels = labels
 			if o.Tail < 0 {
 				return usageError{errors.New("logs: -n wants a number of lines from 0")}
 			}
@@ -35,9 +42,10 @@ func (e *env) logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.Logs(e.ctx, args[0], o, e.stdout)
+			return c.Logs(e.ctx, sel, o, e.stdout)
 		}),
 	}
+	labelFlag(cmd, &rawLabels)
 	f := cmd.Flags()
 	f.BoolVarP(&o.Follow, "follow", "f", false, "keep printing new output")
 	f.IntVarP(&o.Tail, "lines", "n", 100, "how many of the last lines to print")

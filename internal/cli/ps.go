@@ -10,15 +10,23 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/client"
 )
 
 func (e *env) psCmd() *cobra.Command {
-	var agents, jsonOut bool
+	var agents, jsonOut, showLabels bool
+	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "ps [--agents] [--json]",
+		Use:   "ps [--agents] [-l KEY=VALUE]... [--show-labels] [--json]",
 		Short: "list every instance and its state",
 		Args:  cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			labels, err := parseLabels(rawLabels)
+			if err != nil {
+				return err
+			}
+			q := client.ListQuery{AgentsOnly: agents, Labels: labels, ShowLabels: showLabels}
 			c, err := e.client()
 			if err != nil {
 				return err
@@ -27,13 +35,13 @@ func (e *env) psCmd() *cobra.Command {
 			// table, and the JSON is only indented, so a thousand
 			// instances cost the CLI next to nothing.
 			if jsonOut {
-				raw, err := c.ListJSON(agents)
+				raw, err := c.ListJSONOf(q)
 				if err != nil {
 					return err
 				}
 				return writeIndented(e.stdout, raw)
 			}
-			table, err := c.Table(agents, termWidth(e.stdout))
+			table, err := c.TableOf(q, termWidth(e.stdout))
 			if err != nil {
 				return err
 			}
@@ -43,6 +51,8 @@ func (e *env) psCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&agents, "agents", false, "list only the agents")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print one JSON array of status objects")
+	cmd.Flags().BoolVar(&showLabels, "show-labels", false, "add a LABELS column (KEY=VALUE,...)")
+	labelFlag(cmd, &rawLabels)
 	return cmd
 }
 

@@ -9,7 +9,7 @@ func (e *env) restartCmd() *cobra.Command {
 			"the new run is running (and ready). --rolling restarts one instance at a time, each\n"+
 			"running and ready before the next is touched; a failed one stops the roll. An agent in\n"+
 			"a turn is given its turn_grace first; --now skips that wait.")
-	cmd.Use = "restart ID|NAME|all [--rolling] [--now] [--no-wait] [--timeout D]"
+	cmd.Use = "restart [ID|NAME|all] [-l KEY=VALUE]... [--rolling] [--now] [--no-wait] [--timeout D]"
 	cmd.Flags().BoolVar(&f.now, "now", false, "do not wait for an agent's turn to end (turn_grace)")
 	cmd.Flags().BoolVar(&f.rolling, "rolling", false, "one instance at a time, each running and ready before the next")
 	return cmd

@@ -12,10 +12,14 @@ import (
 // restarted with a wait and must be running and ready before the next is
 // touched, so at most one is ever down. A failure, or the --timeout
 // passing, stops the roll and names the instances left as they were.
-func (e *env) rollingRestart(c *client.Client, sel string, f *actFlags) error {
-	list, err := c.Statuses(sel)
+func (e *env) rollingRestart(c *client.Client, sel string, labels program.LabelSelector, f *actFlags) error {
+	list, err := c.Select(e.ctx, sel, labels)
 	if err != nil {
 		return err
+	}
+	if len(list) == 0 && len(labels) > 0 {
+		e.noMatch(sel, labels)
+		return nil
 	}
 	var deadline time.Time
 	if f.timeout > 0 {
@@ -36,7 +40,7 @@ func (e *env) rollingRestart(c *client.Client, sel string, f *actFlags) error {
 		if err != nil {
 			return answerError(err, opts.Timeout)
 		}
-		e.fillStatuses(c, id, &res)
+		e.fillStatuses(c, id, nil, &res)
 		fmt.Fprintln(e.stdout, actLine(id, res.Statuses))
 		failed := res.Failed
 		if len(failed) == 0 {

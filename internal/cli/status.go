@@ -14,13 +14,20 @@ import (
 
 func (e *env) statusCmd() *cobra.Command {
 	var jsonOut bool
+	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "status ID|NAME|all [--json]",
+		Use:   "status [ID|NAME|all] [-l KEY=VALUE]... [--json]",
 		Short: "show instances in detail",
 		Long: "Show one instance (NAME:K) in detail, or every instance of a program (NAME) or of the\n" +
-			"fleet (all); with --json an object for NAME:K and an array otherwise.",
-		Args: cobra.ExactArgs(1),
+			"fleet (all); with --json an object for NAME:K and an array otherwise. -l keeps the\n" +
+			"instances whose program has the label (without an ID: every one that has it; with\n" +
+			"-l the JSON is always an array).",
+		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			sel, labels, err := selection("status", args, rawLabels)
+			if err != nil {
+				return err
+			}
 			c, err := e.client()
 			if err != nil {
 				return err
@@ -28,17 +35,17 @@ func (e *env) statusCmd() *cobra.Command {
 			if jsonOut {
 				// The daemon's answer is already the object (or array)
 				// to print: indent it, do not decode it.
-				raw, err := c.StatusJSON(args[0])
+				raw, err := c.SelectJSON(sel, labels)
 				if err != nil {
 					return err
 				}
 				return writeIndented(e.stdout, raw)
 			}
-			list, err := c.Statuses(args[0])
+			list, err := c.Select(e.ctx, sel, labels)
 			if err != nil {
 				return err
 			}
-			if _, _, one := program.SplitID(args[0]); one {
+			if _, _, one := program.SplitID(sel); one && len(list) == 1 {
 				return writeStatus(e.stdout, &list[0])
 			}
 			for i := range list {
@@ -53,6 +60,7 @@ func (e *env) statusCmd() *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the status object as JSON")
+	labelFlag(cmd, &rawLabels)
 	return cmd
 }
 

@@ -33,7 +33,7 @@ tend.toml in the current directory or a parent.`,
 				JSON:       jsonOut,
 				Stderr:     e.stderr,
 				Format:     FormatEvent,
-				Version:    Version,
+				Version:    buildVersion(),
 			})
 			switch {
 			case err == nil:

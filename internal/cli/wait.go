@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,15 +29,21 @@ func waitTargets() []string {
 func (e *env) waitCmd() *cobra.Command {
 	var until string
 	var timeout time.Duration
+	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "wait ID|NAME|all --until STATE_OR_LIFECYCLE [--timeout D]",
+		Use:   "wait [ID|NAME|all] [-l KEY=VALUE]... --until STATE_OR_LIFECYCLE [--timeout D]",
 		Short: "block until an instance (or every instance of a program, or all) reaches a state or lifecycle",
 		Long: "Blocks until ID is in the given state (" + strings.Join(program.States()[:5], ", ") + ",\n" +
 			strings.Join(program.States()[5:], ", ") + ") or lifecycle (" + strings.Join(program.Lifecycles(), ", ") + "); for NAME or all, every instance\n" +
 			"must get there. Exit 1 on timeout, naming the instances that did not; 3 for an unknown\n" +
-			"id. A daemon that is not up yet is waited for too.",
-		Args: cobra.ExactArgs(1),
+			"id. A daemon that is not up yet is waited for too. -l waits for the instances whose\n" +
+			"program has the label (without an ID: every one that has it); exit 3 if none has.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			sel, labels, err := selection("wait", args, rawLabels)
+			if err != nil {
+				return err
+			}
 			if !slices.Contains(waitTargets(), until) {
 				return usageError{fmt.Errorf("--until %q: want one of %v", until, waitTargets())}
 			}
@@ -44,9 +51,10 @@ func (e *env) waitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return waitUntil(c, args[0], until, timeout)
+			return waitUntil(c, sel, labels, until, timeout)
 		}),
 	}
+	labelFlag(cmd, &rawLabels)
 	cmd.Flags().StringVar(&until, "until", "", "the `STATE_OR_LIFECYCLE` to wait for (required)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "give up after `D` (exit 1)")
 	_ = cmd.MarkFlagRequired("until")
@@ -56,10 +64,10 @@ func (e *env) waitCmd() *cobra.Command {
 // waitUntil polls the daemon every 50 ms: cheap on the unix socket, and it
 // also rides out a daemon that is still starting. Every instance sel names
 // must get there; on timeout the error names the ones that did not.
-func waitUntil(c *client.Client, sel, until string, timeout time.Duration) error {
+func waitUntil(c *client.Client, sel string, labels program.LabelSelector, until string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		behind, err := behind(c, sel, until)
+		behind, err := behind(c, sel, labels, until)
 		switch {
 		case err == nil && len(behind) == 0:
 			return nil
@@ -77,10 +85,13 @@ func waitUntil(c *client.Client, sel, until string, timeout time.Duration) error
 
 // behind lists the instances sel names that are not in the target yet, as
 // "ID (STATE)" (or "ID (LIFECYCLE)" when until is a lifecycle).
-func behind(c *client.Client, sel, until string) ([]string, error) {
-	list, err := c.Statuses(sel)
+func behind(c *client.Client, sel string, labels program.LabelSelector, until string) ([]string, error) {
+	list, err := c.Select(context.Background(), sel, labels)
 	if err != nil {
 		return nil, err
+	}
+	if len(list) == 0 && len(labels) > 0 {
+		return nil, noMatchError{noMatchText(sel, labels)}
 	}
 	byLifecycle := !slices.Contains(program.States(), until)
 	var out []string

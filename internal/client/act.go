@@ -22,6 +22,9 @@ type ActOptions struct {
 	// Timeout bounds a Wait on the daemon's side (?timeout=D): the
 	// instances not done by then come back in Failed. 0: no bound but ctx.
 	Timeout time.Duration
+	// Labels narrow sel to the instances whose program has every one of
+	// them (?label=KEY=VALUE).
+	Labels program.LabelSelector
 }
 
 // AnswerGrace is how much longer than ActOptions.Timeout the client waits
@@ -49,6 +52,9 @@ func (c *Client) Act(ctx context.Context, verb, sel string, opts ActOptions) (pr
 	}
 	if opts.Now {
 		q.Set("now", "1")
+	}
+	if len(opts.Labels) > 0 {
+		q["label"] = opts.Labels.Strings()
 	}
 	var out program.ActResult
 	err := c.call(ctx, "POST", "/v1/programs/"+url.PathEscape(sel)+"/"+verb, q, nil, &out)

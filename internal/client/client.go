@@ -172,10 +172,29 @@ func (c *Client) Shutdown() error {
 	return c.call(context.Background(), "POST", "/v1/shutdown", nil, nil, nil)
 }
 
+// Upgraded is the answer of an upgrade. (A copy of api.Upgraded, so the
+// CLI does not link the API server.)
+type Upgraded struct {
+	From           string `json:"from"`
+	To             string `json:"to"`
+	PID            int    `json:"pid"`
+	ServingAfterMS int64  `json:"serving_after_ms"`
+	Pending        bool   `json:"pending,omitempty"`
+}
+
+// Upgrade asks the daemon to re-execute its binary in place (tend
+// upgrade). It returns once the new binary serves, or with the reason it
+// did not (an *APIError; the old daemon then serves on).
+func (c *Client) Upgrade(ctx context.Context) (Upgraded, error) {
+	var out Upgraded
+	return out, c.call(ctx, "POST", "/v1/upgrade", nil, nil, &out)
+}
+
 // EventFilter narrows an event query. The zero value matches every event.
 type EventFilter struct {
-	Kinds []string // event kinds; empty = all
-	ID    string   // a selector: "all", a program name or "name:k"; "" = all events
+	Kinds  []string              // event kinds; empty = all
+	ID     string                // a selector: "all", a program name or "name:k"; "" = all events
+	Labels program.LabelSelector // only the events of instances whose program has every one
 }
 
 func (f EventFilter) query(q url.Values) {
@@ -184,6 +203,9 @@ func (f EventFilter) query(q url.Values) {
 	}
 	if f.ID != "" {
 		q.Set("id", f.ID)
+	}
+	if len(f.Labels) > 0 {
+		q["label"] = f.Labels.Strings()
 	}
 }
 

@@ -41,7 +41,11 @@ var errCutOff = errors.New("cut off")
 // is returned (ErrNoDaemon, or an *APIError for a bad query); after that it
 // keeps trying until ctx ends.
 func (c *Client) Follow(ctx context.Context, since uint64, kinds []string, id string, fn func(program.Event) error) error {
-	f := EventFilter{Kinds: kinds, ID: id}
+	return c.FollowMatching(ctx, since, EventFilter{Kinds: kinds, ID: id}, fn)
+}
+
+// FollowMatching is Follow of the events that pass f.
+func (c *Client) FollowMatching(ctx context.Context, since uint64, f EventFilter, fn func(program.Event) error) error {
 	last := since
 	connected := false
 	backoff := followBackoffMin

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/tend-sh/tend/internal/program"
 )
 
 // LogOptions select what Logs prints.
@@ -16,6 +18,8 @@ type LogOptions struct {
 	Timestamps bool   // each line with its time
 	Stderr     bool   // only stderr lines
 	JSON       bool   // JSON lines {"ts","id","stream","line"} instead of text
+	// Labels keep the instances whose program has every one of them.
+	Labels program.LabelSelector
 }
 
 // Logs writes the captured output of the instances sel names (NAME:K, NAME
@@ -34,6 +38,9 @@ func (c *Client) Logs(ctx context.Context, sel string, o LogOptions, w io.Writer
 		if on {
 			q.Set(name, "1")
 		}
+	}
+	if len(o.Labels) > 0 {
+		q["label"] = o.Labels.Strings()
 	}
 	var h http.Header
 	if o.JSON {

@@ -42,29 +42,29 @@ func (c *Client) Input(sel string, in program.Input) ([]string, error) {
 	return out.IDs, c.call(context.Background(), "POST", "/v1/programs/"+url.PathEscape(sel)+"/input", nil, in, &out)
 }
 
-// Attached is a client's connection to a tty instance's terminal
+// Terminal is a client's connection to a tty instance's terminal
 // (GET /v1/attach/{id}, a WebSocket). Read must be called in a loop for as
 // long as the connection is open: it also answers the daemon's pings.
 // Write and Resize may be called from another goroutine than Read.
-type Attached struct {
+type Terminal struct {
 	ws *websocket.Conn
 }
 
-// Ended is Read's error once the instance has ended for good; Lifecycle is
-// "done" or "error".
-type Ended struct{ Lifecycle string }
+// TerminalEnded is Read's error once the instance has ended for good;
+// Lifecycle is "done" or "error".
+type TerminalEnded struct{ Lifecycle string }
 
-func (e *Ended) Error() string { return "the instance ended (" + e.Lifecycle + ")" }
+func (e *TerminalEnded) Error() string { return "the instance ended (" + e.Lifecycle + ")" }
 
 // ErrDaemonGone is Read's error when the daemon closed the connection as
 // it shut down.
 var ErrDaemonGone = errors.New("the daemon is shutting down")
 
-// Attach connects to the terminal of instance id (a bare name of one
-// instance will do); with readOnly it only watches. ctx bounds the
+// AttachTerminal connects to the terminal of instance id (a bare name of
+// one instance will do); with readOnly it only watches. ctx bounds the
 // connecting, not the connection. A refusal (unknown id, no tty, no run)
 // is an *APIError, as for every call.
-func (c *Client) Attach(ctx context.Context, id string, readOnly bool) (*Attached, error) {
+func (c *Client) AttachTerminal(ctx context.Context, id string, readOnly bool) (*Terminal, error) {
 	u := "ws://tend/v1/attach/" + url.PathEscape(id)
 	if readOnly {
 		u += "?read_only=1"
@@ -93,7 +93,7 @@ func (c *Client) Attach(ctx context.Context, id string, readOnly bool) (*Attache
 	// Terminal output comes in bursts: a redraw of a large screen is tens
 	// of kilobytes in one message.
 	ws.SetReadLimit(16 << 20)
-	return &Attached{ws: ws}, nil
+	return &Terminal{ws: ws}, nil
 }
 
 // unwrapDial returns the *dialError inside err, if any, for its message.
@@ -105,19 +105,19 @@ func unwrapDial(err error) error {
 	return err
 }
 
-// Read returns the next bytes for the caller's terminal. It returns *Ended
+// Read returns the next bytes for the caller's terminal. It returns *TerminalEnded
 // once the instance has ended for good, ErrDaemonGone when the daemon
 // shuts down, and another error when the connection broke. The daemon's
 // notes ({"error": ...} text messages, for a resize or keystrokes it could
 // not apply) are skipped: a terminal in raw mode has nowhere to show them.
-func (a *Attached) Read(ctx context.Context) ([]byte, error) {
+func (a *Terminal) Read(ctx context.Context) ([]byte, error) {
 	for {
 		typ, p, err := a.ws.Read(ctx)
 		if err != nil {
 			var ce websocket.CloseError
 			switch {
 			case errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && ce.Reason != "":
-				return nil, &Ended{Lifecycle: ce.Reason}
+				return nil, &TerminalEnded{Lifecycle: ce.Reason}
 			case errors.As(err, &ce) && ce.Code == websocket.StatusGoingAway:
 				return nil, ErrDaemonGone
 			}
@@ -130,7 +130,7 @@ func (a *Attached) Read(ctx context.Context) ([]byte, error) {
 }
 
 // Write types p into the terminal.
-func (a *Attached) Write(ctx context.Context, p []byte) error {
+func (a *Terminal) Write(ctx context.Context, p []byte) error {
 	for len(p) > 0 { // the daemon takes a message of at most 64 KiB
 		n := min(len(p), program.MaxInput)
 		if err := a.ws.Write(ctx, websocket.MessageBinary, p[:n]); err != nil {
@@ -142,13 +142,13 @@ func (a *Attached) Write(ctx context.Context, p []byte) error {
 }
 
 // Resize asks for the terminal to be cols x rows; 0x0 leaves it as it is.
-func (a *Attached) Resize(ctx context.Context, cols, rows int) error {
+func (a *Terminal) Resize(ctx context.Context, cols, rows int) error {
 	b, _ := json.Marshal(map[string]int{"cols": cols, "rows": rows})
 	return a.ws.Write(ctx, websocket.MessageText, b)
 }
 
 // Close detaches: the run goes on. It says goodbye to the daemon when it
 // can, and closes the connection in any case.
-func (a *Attached) Close() error {
+func (a *Terminal) Close() error {
 	return a.ws.Close(websocket.StatusNormalClosure, "detached")
 }

@@ -39,13 +39,13 @@ func TestScreenAndInput(t *testing.T) {
 	}
 }
 
-func TestAttach(t *testing.T) {
+func TestAttachTerminal(t *testing.T) {
 	d := startDaemon(t)
 	d.tt.AddTTY("planner:0", 40, 10)
 	c := client.New(d.path)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a, err := c.Attach(ctx, "planner:0", false)
+	a, err := c.AttachTerminal(ctx, "planner:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,31 +83,31 @@ func TestAttach(t *testing.T) {
 	}
 	testutil.Eventually(t, "the resize", func() bool { c, r := d.tt.Size("planner:0"); return c == 50 && r == 12 })
 	d.tt.End("planner:0", program.StateExited, program.LifecycleDone, "exited 0", "")
-	var end *client.Ended
+	var end *client.TerminalEnded
 	if err := <-ended; !errors.As(err, &end) || end.Lifecycle != "done" {
-		t.Errorf("Read at the end: %v, want *Ended done", err)
+		t.Errorf("Read at the end: %v, want *TerminalEnded done", err)
 	}
 	a.Close()
 }
 
-func TestAttachRefused(t *testing.T) {
+func TestAttachTerminalRefused(t *testing.T) {
 	d := startDaemon(t)
 	d.tt.AddTTY("planner:0", 40, 10)
 	c := client.New(d.path)
 	ctx := context.Background()
 	var apiErr *client.APIError
-	if _, err := c.Attach(ctx, "web:0", false); !errors.As(err, &apiErr) || apiErr.Status != 409 || !strings.Contains(apiErr.Message, "tty = false") {
+	if _, err := c.AttachTerminal(ctx, "web:0", false); !errors.As(err, &apiErr) || apiErr.Status != 409 || !strings.Contains(apiErr.Message, "tty = false") {
 		t.Errorf("Attach(web:0): %v", err)
 	}
-	if _, err := c.Attach(ctx, "nosuch:0", false); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+	if _, err := c.AttachTerminal(ctx, "nosuch:0", false); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Errorf("Attach(nosuch:0): %v", err)
 	}
-	if _, err := client.New(socketPath(t)).Attach(ctx, "planner:0", false); !errors.Is(err, client.ErrNoDaemon) {
+	if _, err := client.New(socketPath(t)).AttachTerminal(ctx, "planner:0", false); !errors.Is(err, client.ErrNoDaemon) {
 		t.Errorf("Attach with no daemon: %v", err)
 	}
 
 	// The daemon going away ends an attach with ErrDaemonGone.
-	a, err := c.Attach(ctx, "planner:0", true)
+	a, err := c.AttachTerminal(ctx, "planner:0", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,12 @@ func LoadWithDefaults(path string) (*program.Config, *Defaults, error) {
 		}
 		return nil, nil, Errors{{File: path, Msg: "cannot read config: " + cause.Error(), Err: err}}
 	}
+	return ParseWithDefaults(path, data)
+}
+
+// ParseWithDefaults is LoadWithDefaults of the file at path holding data:
+// the text a daemon loaded, parsed again by the binary it upgraded to.
+func ParseWithDefaults(path string, data []byte) (*program.Config, *Defaults, error) {
 	if IsProcfile(path) {
 		cfg, err := ParseProcfile(path, data)
 		if err != nil {

@@ -55,6 +55,7 @@ turn_idle_after = "20s"
 turn_grace = "10m"
 user = "nobody"
 group = "nogroup"
+labels = { session = "s-42", owner = "ana" }
 restart = "on-failure"
 autostart = false
 ready = "notify"
@@ -125,6 +126,7 @@ func TestFullExample(t *testing.T) {
 
 		Instances: 3, Agent: true, TurnIdleAfter: 20 * time.Second, TurnGrace: 10 * time.Minute,
 		User: "nobody", Group: "nogroup",
+		Labels:  map[string]string{"session": "s-42", "owner": "ana"},
 		Restart: program.RestartOnFailure, Autostart: false, Ready: program.ReadyNotify, StartTimeout: 45 * time.Second,
 		StopSignal: syscall.SIGINT, StopGrace: 3 * time.Second,
 

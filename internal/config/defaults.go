@@ -88,6 +88,7 @@ var programKeys = []string{
 	"watchdog", "idle_output_timeout", "wedge_checks", "wedge_startup_grace",
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
+	"labels",
 }
 
 var (

@@ -30,7 +30,7 @@ func (d *Defaults) ParseProgramJSON(data []byte, baseDir string) (program.Spec, 
 		c.add(nil, err.Error())
 		return program.Spec{}, c.err()
 	}
-	c.unknownKeys(nil, body, slices.Concat([]string{"name"}, programKeys))
+	c.unknownKeys(nil, body, slices.Concat(apiOnlyKeys, programKeys))
 	own := view{{table: body}}
 	var name string
 	if path, ok := c.setString(own, "name", &name); !ok && path == nil {
@@ -41,10 +41,31 @@ func (d *Defaults) ParseProgramJSON(data []byte, baseDir string) (program.Spec, 
 	base, _ := locate(baseDir)
 	pd := &programDecoder{collector: c, baseDir: base, minInstances: 0}
 	spec := pd.decode(name, nil, append(own, d.view()...), true)
+	pd.removeOnExit(own, &spec)
 	if err := c.err(); err != nil {
 		return program.Spec{}, err
 	}
 	return spec, nil
+}
+
+// apiOnlyKeys are the keys of a POST /v1/programs body that a config file
+// does not have.
+var apiOnlyKeys = []string{"name", "remove_on_exit"}
+
+// removeOnExit reads remove_on_exit: the program goes once it has ended
+// and will not restart, so a body that does not say restart gets
+// restart = "never" (whatever [defaults] says), and one that says
+// "always" is refused: it would never end.
+func (d *programDecoder) removeOnExit(own view, s *program.Spec) {
+	d.setBool(own, "remove_on_exit", &s.RemoveOnExit)
+	if !s.RemoveOnExit {
+		return
+	}
+	if !own.has("restart") {
+		s.Restart = program.RestartNever
+	} else if s.Restart == program.RestartAlways {
+		d.add([]string{"restart"}, `"always" with remove_on_exit would never end: use "on-failure" or "never"`)
+	}
 }
 
 // decodeObject reads one JSON object into the value types go-toml produces

@@ -29,6 +29,7 @@ func (d *programDecoder) decode(name string, path []string, v view, isProgram bo
 	s.Name = name
 	d.command(path, v, &s, isProgram)
 	d.environment(v, &s)
+	d.setLabels(v, &s.Labels)
 	d.lifecycle(v, &s)
 	d.crashes(v, &s)
 	d.memoryAndWedges(v, &s)

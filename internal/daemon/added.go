@@ -59,7 +59,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 	if err := d.checkLimits(nil, []program.Spec{spec}); err != nil {
 		return nil, err
 	}
-	if err := d.kept.Put(spec.Name, source); err != nil {
+	if err := d.kept.PutDurable(spec.Name, source, !spec.RemoveOnExit); err != nil {
 		d.kept.Forget(spec.Name)
 		return nil, fmt.Errorf("keeping %s in %s: %w", spec.Name, d.kept.Path(), err)
 	}
@@ -76,7 +76,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 // rm), so the program still leaves the list once its runs have ended.
 func (d *daemon) removeProgram(ctx context.Context, name string) error {
 	d.reloadMu.Lock()
-	wasKept, err := d.kept.Forget(name)
+	wasKept, err := d.kept.ForgetDurable(name, !d.transient(name))
 	d.reloadMu.Unlock()
 	if err != nil {
 		d.note("forgetting %s in %s: %v", name, d.kept.Path(), err)

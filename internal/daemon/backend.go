@@ -7,7 +7,6 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/broker"
-	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/doctor"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/program"
@@ -19,10 +18,12 @@ type backend struct{ d *daemon }
 
 var _ api.Backend = (*backend)(nil)
 
-func (b *backend) List(agentsOnly bool) []program.Status { return b.d.broker.List(agentsOnly) }
+func (b *backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
+	return b.d.broker.Select(agentsOnly, labels)
+}
 
-func (b *backend) Status(sel string) ([]program.Status, error) {
-	ids, err := b.d.mgr.Resolve(sel)
+func (b *backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {
+	ids, err := b.d.matching(sel, labels)
 	if err != nil {
 		return nil, err
 	}
@@ -39,18 +40,20 @@ func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	return b.d.addProgram(spec, source)
 }
 
-func (b *backend) Remove(ctx context.Context, name string) error { return b.d.removeProgram(ctx, name) }
+func (b *backend) Remove(ctx context.Context, name string) error {
+	return b.d.removeAndForget(ctx, name)
+}
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Start(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Start)
 }
 
 func (b *backend) Restart(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Restart(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Restart)
 }
 
 func (b *backend) Stop(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
-	return b.result(b.d.mgr.Stop(ctx, sel, opts))(opts)
+	return b.actOn(ctx, sel, opts, b.d.mgr.Stop)
 }
 
 // result turns the manager's outcomes into the API's answer: with Wait,
@@ -61,6 +64,7 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 		if err != nil {
 			return program.ActResult{}, err
 		}
+		b.d.intents.Sync() // what the operator decided is on disk before the answer
 		res := program.ActResult{IDs: make([]string, len(outs))}
 		for i, o := range outs {
 			res.IDs[i] = o.ID
@@ -83,7 +87,9 @@ func (b *backend) result(outs []supervisor.Outcome, err error) func(program.ActO
 }
 
 func (b *backend) Scale(ctx context.Context, name string, n int) ([]string, error) {
-	return b.d.scaleProgram(ctx, name, n)
+	ids, err := b.d.scaleProgram(ctx, name, n)
+	b.d.intents.Sync()
+	return ids, err
 }
 
 // Readiness counts the instances that should run: all but those the
@@ -140,7 +146,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 	d.applyMu.Lock()
 	defer d.applyMu.Unlock()
 	d.reloadMu.Lock()
-	cfg, defaults, err := config.LoadWithDefaults(d.cfg.File)
+	cfg, defaults, text, err := loadConfig(d.cfg.File, nil)
 	if err != nil {
 		d.reloadMu.Unlock()
 		return api.ReloadResult{}, err
@@ -150,6 +156,7 @@ func (d *daemon) reload() (api.ReloadResult, error) {
 		return api.ReloadResult{}, err
 	}
 	d.defaults.Store(defaults)
+	d.cfgText = text
 	specs := d.reloadSpecs(cfg.Programs, defaults)
 	d.reloadMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), d.stopBudget())
@@ -171,6 +178,8 @@ func (e eventSource) Since(since uint64, limit int) ([]program.Event, error) {
 }
 
 func (e eventSource) Subscribe(since uint64) api.Subscription { return e.log.Subscribe(since) }
+
+func (e eventSource) LastSeq() uint64 { return e.log.LastSeq() }
 
 func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	now := time.Now()

@@ -23,7 +23,7 @@ import (
 // (idempotent: it is the same Close the daemon calls at its end) and waits
 // for the TCP server to return. With daemon.http unset it does nothing and
 // stop is a no-op.
-func (d *daemon) serveHTTP() (stop func(), err error) {
+func (d *daemon) serveHTTP(up *upgradeIn) (stop func(), err error) {
 	addr := d.cfg.Daemon.HTTP
 	if addr == "" {
 		return func() {}, nil
@@ -33,11 +33,11 @@ func (d *daemon) serveHTTP() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := d.listenTCP(addr, up)
 	if err != nil {
-		return nil, fmt.Errorf("http = %q: %w", addr, err)
+		return nil, err
 	}
-	if d.tls == nil && !loopback(l.Addr()) {
+	if d.tls == nil && !loopback(l.Addr()) && up == nil {
 		d.note("warning: http = %q is reachable from other machines over plain HTTP, where the token and dashboard sessions travel in clear text; set tls_cert and tls_key, or bind 127.0.0.1", addr)
 	}
 	serve, err := d.api.AttachTCP(l, api.TCPOptions{Token: token, TLS: d.tls, Addr: addr})
@@ -59,11 +59,33 @@ func (d *daemon) serveHTTP() (stop func(), err error) {
 	if strings.HasSuffix(addr, ":0") {
 		shown = l.Addr().String()
 	}
-	d.note("dashboard and API on %s://%s (token in %s; tend dashboard gives a login code)", scheme, shown, tokenPath)
+	if up == nil {
+		d.note("dashboard and API on %s://%s (token in %s; tend dashboard gives a login code)", scheme, shown, tokenPath)
+	}
 	return func() {
 		d.api.Close()
 		<-done
 	}, nil
+}
+
+// listenTCP listens on addr, or takes up the listener the daemon before an
+// upgrade handed over (a client connecting meanwhile waited in its queue).
+func (d *daemon) listenTCP(addr string, up *upgradeIn) (net.Listener, error) {
+	if up != nil {
+		if f, ok := up.in.File(tcpFD); ok {
+			l, err := net.FileListener(f)
+			f.Close()
+			if err == nil {
+				return l, nil
+			}
+			d.note("upgrade: the TCP listener handed over: %v; listening again", err)
+		}
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http = %q: %w", addr, err)
+	}
+	return l, nil
 }
 
 // loopback reports whether addr is a loopback address, which only this

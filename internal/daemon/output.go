@@ -3,7 +3,6 @@ package daemon
 import (
 	"os"
 
-	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/spawn"
 )
 
@@ -34,18 +33,4 @@ func (d *daemon) openCapture() error {
 func (d *daemon) closeCapture() error {
 	d.capture.Close()
 	return nil
-}
-
-// LogSources implements api.Backend: each instance's log, as its writer
-// sees it.
-func (b *backend) LogSources(sel string) ([]logfile.Source, error) {
-	ids, err := b.d.mgr.Resolve(sel)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]logfile.Source, 0, len(ids))
-	for _, id := range ids {
-		out = append(out, logfile.Source{ID: id, Log: b.d.capture.Log(id)})
-	}
-	return out, nil
 }

@@ -24,9 +24,11 @@ type state struct {
 }
 
 // openState opens (making it mode 0700 if missing) the state directory and
-// its subdirectories and takes the lock. A symlinked, foreign-owned or
+// its subdirectories and takes the lock, or holds on to lock: the lock
+// file the daemon held before it re-executed itself (tend upgrade), whose
+// flock this process still holds. A symlinked, foreign-owned or
 // group/other-writable directory wraps statedir.ErrUnsafe (exit 2).
-func openState(cfg *program.Config) (*state, error) {
+func openState(cfg *program.Config, lock *os.File) (*state, error) {
 	root, err := statedir.Open(cfg.Daemon.StateDir)
 	if err != nil {
 		return nil, err
@@ -40,6 +42,10 @@ func openState(cfg *program.Config) (*state, error) {
 			s.Close()
 			return nil, err
 		}
+	}
+	if lock != nil {
+		s.lock = lock
+		return s, nil
 	}
 	if s.lock, err = acquireLock(root); err != nil {
 		s.Close()

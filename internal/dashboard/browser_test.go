@@ -34,15 +34,18 @@ stop_grace = "2s"
 [program.sleeper]
 command = ["sleep", "3600"]
 instances = 2
+labels = { session = "s-1" }
 
 [program.crasher]
 command = ["sh", "-c", "echo starting; sleep 0.3; echo giving up >&2; exit 3"]
 backoff_initial = "200ms"
 backoff_max = "1s"
+labels = { session = "s-2" }
 
 [program.planner]
 command = ["sh", "-c", "echo thinking about the plan; exec sleep 3600"]
 agent = true
+labels = { session = "s-1", role = "planner" }
 `
 
 var fleetIDs = []string{"crasher:0", "planner:0", "sleeper:0", "sleeper:1"}
@@ -107,6 +110,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "every instance again", rowIDs+` === '`+strings.Join(fleetIDs, ",")+`'`)
 
+	// KEY=VALUE in the filter box keeps the instances with that label,
+	// exactly; several must all match.
+	setFilter := func(v string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+			`(f => { f.value = %q; f.dispatchEvent(new Event('input')) })(document.getElementById('filter'))`, v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFilter("session=s-1")
+	waitJS(t, ctx, "the label filter to keep session s-1", rowIDs+` === 'planner:0,sleeper:0,sleeper:1'`)
+	setFilter("session=s-1 role=planner")
+	waitJS(t, ctx, "two labels to keep the planner", rowIDs+` === 'planner:0'`)
+	setFilter("session=s-")
+	waitJS(t, ctx, "a label value matched exactly, not as a prefix", rowIDs+` === ''`)
+	setFilter("")
+	waitJS(t, ctx, "every instance after the label filter", rowIDs+` === '`+strings.Join(fleetIDs, ",")+`'`)
+
 	// Rows work from the keyboard: arrows move, Enter opens, Escape closes.
 	if err := chromedp.Do(ctx,
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('#rows [role=row]').focus()`),
@@ -160,7 +181,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS(t, ctx, "planner:0 process tree", `document.getElementById('d-procs').textContent.includes('sleep 3600')`)
 	waitJS(t, ctx, "crasher events in the feed", `[...document.querySelectorAll('#feed .ev')].some(li => li.textContent.includes('crasher:0') && li.textContent.includes('exit 3'))`)
 
+	waitJS(t, ctx, "planner:0's labels in its details", `document.getElementById('d-facts').textContent.includes('role=planner, session=s-1')`)
+
 	screenshot(t, ctx, shots, "dashboard-details.png")
+
+	// A link opens the dashboard on a session: /?label=KEY=VALUE.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/?label=session=s-2")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the page opened with ?label= to show session s-2", rowIDs+` === 'crasher:0' && document.getElementById('filter').value === 'session=s-2'`)
 
 	for _, u := range requests() {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "data" && p.Host != d.addr) {

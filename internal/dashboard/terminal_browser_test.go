@@ -126,7 +126,7 @@ func TestDashboardTerminalInBrowser(t *testing.T) {
 	waitJS(t, ctx, "the end shown", `document.getElementById('d-term-state').textContent === 'ended (done)'`)
 	waitJS(t, ctx, "the last screen kept", termRows+`.includes('you said: hello world')`)
 	tt.AddTTY("planner:0", 80, 24)
-	st, _ := b.Status("planner:0")
+	st, _ := b.Status("planner:0", nil)
 	ev.Publish(program.KindStatusChanged, "planner:0", st[0])
 	waitJS(t, ctx, "the next run attached", `document.getElementById('d-term-state').textContent === 'live'`)
 	typeKeys(t, ctx, "again\r")

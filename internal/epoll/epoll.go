@@ -99,6 +99,10 @@ type Loop struct {
 
 	load atomic.Int64 // open watches: the pool picks a loop with room by it
 
+	xmu     sync.Mutex // guards xfer and xferOut, and one Dup's send and receive at a time
+	xfer    int        // the loop's end of the socket pair Dup passes descriptors through; -1 until made
+	xferOut int        // its other end, in the process's table
+
 	// The loop goroutine's own.
 	watches map[uint64]*Watch // by key, the event's data: a closed fd's number may come back, a key never does
 	next    uint64

@@ -489,3 +489,64 @@ func TestThousandsUnderALowLimit(t *testing.T) {
 		}
 	}
 }
+
+// Dup brings a watched descriptor of a loop's own table back into the
+// process's table, close-on-exec and naming the same pipe, while the
+// watch goes on; a closed watch has nothing to give.
+func TestDupBringsAWatchedDescriptorBack(t *testing.T) {
+	l, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.private {
+		t.Skip("no table of the loop's own here")
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	ino := inode(t, p[0])
+	got := make(chan string, 4)
+	w, err := l.Add(p[0], func(fd int) bool {
+		var b [16]byte
+		n, _ := unix.Read(fd, b[:])
+		got <- string(b[:max(n, 0)])
+		return n > 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PauseLocked(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := w.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if inode(t, fd) != ino {
+		t.Errorf("Dup names another file")
+	}
+	if flags, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); flags&unix.FD_CLOEXEC == 0 {
+		t.Error("Dup's descriptor is not close-on-exec")
+	}
+	if _, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil {
+		t.Errorf("Dup's descriptor is not in the process's table: %v", err)
+	}
+	unix.Write(p[1], []byte("x"))
+	var b [1]byte
+	if n, err := unix.Read(fd, b[:]); n != 1 || err != nil {
+		t.Errorf("reading the copy: %d %v", n, err)
+	}
+	unix.Write(p[1], []byte("y"))
+	w.Resume()
+	if s := <-got; s != "y" {
+		t.Errorf("the watch read %q after the Dup", s)
+	}
+	w.Close()
+	if fd, err := w.Dup(); err == nil {
+		unix.Close(fd)
+		t.Error("Dup of a closed watch")
+	}
+}

@@ -79,7 +79,7 @@ func launch(private bool, ready chan<- started) {
 // setUp makes the loop's table (when private and the kernel allows), its
 // eventfd and its epoll set, on the calling thread.
 func setUp(private bool) (*Loop, error) {
-	l := &Loop{tid: unix.Gettid(), self: -1, watches: map[uint64]*Watch{}}
+	l := &Loop{tid: unix.Gettid(), self: -1, xfer: -1, xferOut: -1, watches: map[uint64]*Watch{}}
 	var kept []int
 	if private {
 		kept = runtimeDescriptors() // before the eventfd: it must not count as the runtime's

@@ -2,6 +2,7 @@ package human
 
 import (
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -18,17 +19,35 @@ const (
 	MinWhy  = 12 // WHY keeps this many runes even when the other columns overflow
 )
 
+// TableOptions choose the ps table's optional columns.
+type TableOptions struct {
+	Labels bool // a LABELS column (KEY=VALUE,...) before WHY: tend ps --show-labels
+}
+
 // Table writes the aligned ps table of list, cutting WHY so that no line is
 // wider than width. When the other columns alone are wider than that, WHY
 // keeps MinWhy runes: a line that overflows beats a reason that is gone.
 func Table(w io.Writer, list []program.Status, width int) error {
-	cols := len(Header)
+	return TableWith(w, list, width, TableOptions{})
+}
+
+// TableWith is Table with the optional columns o asks for.
+func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) error {
+	header := Header
+	if o.Labels {
+		header = slices.Insert(slices.Clone(Header), len(Header)-1, "LABELS")
+	}
+	cols := len(header)
 	cells := make([]string, 0, (len(list)+1)*cols)
-	cells = append(cells, Header...)
+	cells = append(cells, header...)
 	for i := range list {
 		st := &list[i]
 		cells = append(cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
-			RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts), st.Why)
+			RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
+		if o.Labels {
+			cells = append(cells, orDash(program.FormatLabels(st.Labels)))
+		}
+		cells = append(cells, st.Why)
 	}
 	// Every column but WHY is as wide as its widest cell plus the padding;
 	// WHY starts where they end.
@@ -57,6 +76,13 @@ func Table(w io.Writer, list []program.Status, width int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // spaces returns n blanks.

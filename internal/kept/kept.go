@@ -1,9 +1,9 @@
 // Package kept keeps what an operator decided, in the state directory, so
 // that a daemon that stops, crashes or is upgraded does not forget it: the
-// programs added over the API (programs.json), and next the intent record
-// of each instance (operator state, fatal, scale counts, crash and restart
-// counters, backoff deadline), which the next daemon reads after an
-// unclean stop. The runs themselves, which processes are in place, are
+// programs added over the API (programs.json), and the intent record of
+// each instance (intent.json: operator state, fatal, scale counts, crash
+// and restart counters, backoff deadline), which the next daemon reads
+// after an unclean stop and a clean stop removes. The runs themselves, which processes are in place, are
 // package runs' business (runs.json): those are facts of the machine, not
 // decisions of an operator.
 //
@@ -19,7 +19,7 @@
 //     operator made them: programs.json;
 //   - changes at every state change of an instance, many a second across a
 //     fleet: a statedir.Table, one record per instance, each change
-//     appended to a journal at once and the file compacted at most once a
-//     second, so the files stay bounded at 10,000 instances
-//     (program.MaxInstances).
+//     appended to a journal (by the table's writer, off the instance's
+//     loop) and the file compacted at most once a second, so the files
+//     stay bounded at 10,000 instances (program.MaxInstances): intent.json.
 package kept

@@ -93,8 +93,15 @@ func clean(list []entry) []entry {
 
 // saveLocked replaces programs.json with the list, flushed to disk with the
 // directory entry: a program added is there after a power cut too.
-func (k *Programs) saveLocked() error {
-	return k.dir.WriteFileAtomic(ProgramsFile, statedir.MarshalLines(k.list), 0o600, true)
+func (k *Programs) saveLocked() error { return k.saveLockedDurable(true) }
+
+// saveLockedDurable is saveLocked, without the flushes unless durable: a
+// change that concerns only a remove_on_exit program need not survive a
+// power cut, which ends its run too (and a next daemon drops such a
+// program whose run is gone), while a daemon's crash leaves the file as
+// written. The flushes are most of what adding one costs.
+func (k *Programs) saveLockedDurable(durable bool) error {
+	return k.dir.WriteFileAtomic(ProgramsFile, statedir.MarshalLines(k.list), 0o600, durable)
 }
 
 // Specs parses every kept program with defaults (relative paths against
@@ -143,7 +150,10 @@ func (k *Programs) Specs(defaults *config.Defaults, baseDir string, configured m
 }
 
 // Put keeps a program added over the API, replacing one of the same name.
-func (k *Programs) Put(name string, body []byte) error {
+func (k *Programs) Put(name string, body []byte) error { return k.PutDurable(name, body, true) }
+
+// PutDurable is Put, flushed to disk or not (see saveLockedDurable).
+func (k *Programs) PutDurable(name string, body []byte, durable bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := entry{Name: name, Body: slices.Clone(body)}
@@ -153,11 +163,14 @@ func (k *Programs) Put(name string, body []byte) error {
 		k.list = append(k.list, p)
 	}
 	delete(k.aside, name)
-	return k.saveLocked()
+	return k.saveLockedDurable(durable)
 }
 
 // Forget drops a kept program; false if there was none of that name.
-func (k *Programs) Forget(name string) (bool, error) {
+func (k *Programs) Forget(name string) (bool, error) { return k.ForgetDurable(name, true) }
+
+// ForgetDurable is Forget, flushed to disk or not (see saveLockedDurable).
+func (k *Programs) ForgetDurable(name string, durable bool) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	i := k.index(name)
@@ -166,7 +179,7 @@ func (k *Programs) Forget(name string) (bool, error) {
 	}
 	k.list = slices.Delete(k.list, i, i+1)
 	delete(k.aside, name)
-	return true, k.saveLocked()
+	return true, k.saveLockedDurable(durable)
 }
 
 // SetInstances records a kept program's instance count (tend scale); false

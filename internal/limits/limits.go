@@ -252,3 +252,30 @@ func nrOpen() uint64 {
 	}
 	return n
 }
+
+// Original is the limit runs must get (ForRuns's), found now if tend has
+// not needed it yet: for handing it to the program this process becomes
+// when it re-executes itself (tend upgrade). That program starts with the
+// limit raised (by Go's runtime, if not by tend), and Go's restore in its
+// children would give runs the raised one; the one tend was started with
+// is found nowhere else. r must be running (a child may be asked).
+func Original(r *reaper.Reaper) unix.Rlimit {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil {
+		captureOriginal(cur, r)
+	}
+	origMu.Lock()
+	defer origMu.Unlock()
+	return orig
+}
+
+// Inherit takes up Original from the program this process was before it
+// re-executed itself: runs get lim, set by the spawn path (ForRuns).
+func Inherit(lim unix.Rlimit) {
+	origMu.Lock()
+	defer origMu.Unlock()
+	if lim.Max == 0 {
+		return // none found: Go's own restore is the best left
+	}
+	orig, captured, changed = lim, true, true
+}

@@ -64,3 +64,16 @@ func (l *Lines) End(emit func(line []byte, partial bool)) {
 	}
 	l.part = nil
 }
+
+// Part is a copy of the unfinished line held (nil if none), for handing
+// it to the next daemon with the stream it comes from (tend upgrade).
+func (l *Lines) Part() []byte {
+	if len(l.part) == 0 {
+		return nil
+	}
+	return append([]byte(nil), l.part...)
+}
+
+// SetPart starts with part as the unfinished line: what an earlier daemon
+// held of the stream (Part), which the next bytes finish.
+func (l *Lines) SetPart(part []byte) { l.part = append(l.part[:0], part...) }

@@ -317,3 +317,21 @@ func (l *Log) planted(name string) bool {
 	st, err := l.dir.Lstat(name)
 	return err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFDIR
 }
+
+// Remove removes the log files of base in dir: BASE.log and the rotated
+// BASE.log.1, .2, … up to the first missing one (rotation keeps them
+// numbered without gaps). A missing BASE.log is no error. The log must
+// not be written meanwhile: it is for an instance that is gone.
+func Remove(dir *statedir.Dir, base string) error {
+	l := &Log{base: base}
+	for i := 0; ; i++ {
+		if i > 0 {
+			if _, err := dir.Lstat(l.name(i)); errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+		}
+		if err := dir.Remove(l.name(i)); err != nil {
+			return err
+		}
+	}
+}

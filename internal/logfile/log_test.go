@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -229,5 +230,27 @@ func TestNewlinesSplitRecords(t *testing.T) {
 	cur.Close()
 	if s := strings.Join(lines(got), "|"); s != "w:0 tend reload refused:|w:0 tend line 3: bad" {
 		t.Errorf("got %s", s)
+	}
+}
+
+func TestRemoveTakesEveryFile(t *testing.T) {
+	d := testutil.StateDir(t)
+	dir := d.Path()
+	for _, name := range []string{"w-0.log", "w-0.log.1", "w-0.log.2", "w-0.log.4", "w-1.log", "w-0.logs"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Remove(d, "w-0"); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := d.Names()
+	slices.Sort(names)
+	// .4 after a gap is not one of the set; other logs are untouched.
+	if want := []string{"w-0.log.4", "w-0.logs", "w-1.log"}; !slices.Equal(names, want) {
+		t.Errorf("left %v, want %v", names, want)
+	}
+	if err := Remove(d, "none"); err != nil {
+		t.Errorf("a log with no files: %v", err)
 	}
 }

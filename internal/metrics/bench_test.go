@@ -28,7 +28,7 @@ func bigFleet(n int) []program.Status {
 // metric families (no encoding, no Go or process collector).
 func BenchmarkCollect1000(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(fakeSource(bigFleet(1000))))
+	reg.MustRegister(newCollector(fakeSource(bigFleet(1000)), instancesDefault))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

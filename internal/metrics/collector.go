@@ -77,10 +77,11 @@ var (
 // collector reads a Source at every scrape. It keeps no state, so concurrent
 // scrapes need no lock.
 type collector struct {
-	src Source
+	src  Source
+	mode string // instancesDefault, instancesAll or instancesNone
 }
 
-func newCollector(src Source) *collector { return &collector{src: src} }
+func newCollector(src Source, mode string) *collector { return &collector{src: src, mode: mode} }
 
 // Describe sends every descriptor, so the registry can check names and label
 // sets once at registration.
@@ -89,6 +90,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS, descPeak,
 		descStart, descExitCode, descExitSignal, descExitTime, descExitInfo,
 		descOrphans, descPublished, descCutOff, descTurnWaits,
+		descInstances, descLifecycles, descPrograms, descTransient,
 	} {
 		ch <- d
 	}
@@ -96,20 +98,32 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current snapshot's series and the daemon-wide counters.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	if c.src.Statuses != nil {
-		sts := c.src.Statuses()
+	if list := c.list(); list != nil {
+		sts := list()
 		waiting := 0
 		for i := range sts {
-			collectInstance(ch, &sts[i])
+			if c.perInstance(&sts[i]) {
+				collectInstance(ch, &sts[i])
+			}
 			if sts[i].TurnWaitUntil != nil {
 				waiting++
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descTurnWaits, prometheus.GaugeValue, float64(waiting))
+		c.collectFleet(ch, sts)
 	}
 	collectCounter(ch, descOrphans, c.src.OrphansReaped)
 	collectCounter(ch, descPublished, c.src.EventsPublished)
 	collectCounter(ch, descCutOff, c.src.SubscribersCut)
+}
+
+// list is how the scrape reads the fleet: with its processes when it sends
+// per-instance series (their memory), else the cheaper bare list.
+func (c *collector) list() func() []program.Status {
+	if c.mode == instancesNone && c.src.Bare != nil {
+		return c.src.Bare
+	}
+	return c.src.Statuses
 }
 
 func collectCounter(ch chan<- prometheus.Metric, d *prometheus.Desc, read func() uint64) {

@@ -32,17 +32,22 @@ import (
 // several goroutines at once. A nil function leaves its metric out (a daemon
 // without a reaper has no orphans to report).
 type Source struct {
-	Statuses        func() []program.Status // broker.List(false): one consistent snapshot
-	OrphansReaped   func() uint64           // reaper.Orphans
-	EventsPublished func() uint64           // events.Log.Published
-	SubscribersCut  func() uint64           // events.Log.CutOffs
+	Statuses        func() []program.Status   // broker.List(false): one consistent snapshot
+	Bare            func() []program.Status   // the same without processes (broker.ListBare), for the counts alone; nil: Statuses
+	Transient       func(program string) bool // the program goes once it ends (remove_on_exit)
+	Programs        func() int                // how many programs there are
+	OrphansReaped   func() uint64             // reaper.Orphans
+	EventsPublished func() uint64             // events.Log.Published
+	SubscribersCut  func() uint64             // events.Log.CutOffs
 }
 
 // Metrics is tend's registry: the tend collector, the exit-detection
 // histogram, and the standard Go and process collectors. Its methods are safe
 // for concurrent use; a nil *Metrics observes nothing.
 type Metrics struct {
-	reg           *prometheus.Registry
+	reg           *prometheus.Registry    // the default scrape's
+	handlers      map[string]http.Handler // by ?instances= mode; read-only after New
+	fleet         *fleetCounters
 	exitDetection prometheus.Histogram // safe for concurrent use; no lock needed
 
 	// notifyDropped has one counter per notify.DropReasons value, made up
@@ -61,7 +66,6 @@ var exitDetectionBuckets = prometheus.ExponentialBuckets(50e-6, 2, 12)
 // and the process collector.
 func New(src Source) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
 		exitDetection: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tend_exit_detection_seconds",
 			Help:    "Time from the reaper's SIGCHLD wake-up to the exited event of the run it reaped, in seconds.",
@@ -76,24 +80,29 @@ func New(src Source) *Metrics {
 	for _, r := range notify.DropReasons {
 		m.notifyDropped[r] = drops.WithLabelValues(r)
 	}
-	m.reg.MustRegister(
-		newCollector(src),
+	fleet, counters := newFleetCounters()
+	m.fleet = fleet
+	shared := append([]prometheus.Collector{
 		m.exitDetection,
 		drops,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	}, counters...)
+	// One registry per ?instances= mode, the same collectors in each but
+	// tend's own, which sends the mode's per-instance series.
+	m.handlers = map[string]http.Handler{}
+	for _, mode := range []string{instancesDefault, instancesAll, instancesNone} {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(append([]prometheus.Collector{newCollector(src, mode)}, shared...)...)
+		m.handlers[mode] = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			Registry:      reg,
+			ErrorHandling: promhttp.ContinueOnError,
+		})
+		if mode == instancesDefault {
+			m.reg = reg
+		}
+	}
 	return m
-}
-
-// Handler serves the registry in the Prometheus text format. A collector
-// that fails does not fail the scrape: the rest is served and the failure is
-// counted in promhttp_metric_handler_errors_total.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		Registry:      m.reg,
-		ErrorHandling: promhttp.ContinueOnError,
-	})
 }
 
 // ObserveExitDetection records how long one exit took from the reaper's

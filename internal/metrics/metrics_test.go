@@ -388,7 +388,7 @@ func TestExitDetectionHistogram(t *testing.T) {
 // checks every collected metric against the descriptions).
 func TestCollectorIsConsistent(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(newCollector(fakeSource(fleet())))
+	reg.MustRegister(newCollector(fakeSource(fleet()), instancesDefault))
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}

@@ -248,3 +248,40 @@ func (s *Socket) drop(err error) {
 		s.onDrop(err)
 	}
 }
+
+// Pause stops reading the socket: datagrams wait in its queue (and a
+// sender blocks once it is full) until Resume, or until the next daemon
+// reads them from the descriptor Dup handed it (tend upgrade).
+func (s *Socket) Pause() error { return s.watch.PauseLocked() }
+
+// Resume reads the socket again after Pause.
+func (s *Socket) Resume() error { return s.watch.Resume() }
+
+// Dup returns a descriptor of the socket in the process's own table
+// (close-on-exec), for handing it over across an exec.
+func (s *Socket) Dup() (int, error) { return s.watch.Dup() }
+
+// ListenFD takes up a socket an earlier program of this process bound at
+// path and handed over (Dup, then an exec): fd is that socket, already
+// bound, and what waits in its queue is read first. ListenFD owns fd,
+// also on error (it is closed).
+func ListenFD(fd int, path string, handler func(Message), opt Options) (*Socket, error) {
+	if handler == nil {
+		unix.Close(fd)
+		return nil, errors.New("notify: nil handler")
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	s := &Socket{path: path, handler: handler, onDrop: opt.OnDrop}
+	loop, err := epoll.Shared()
+	if err == nil {
+		s.watch, err = loop.Add(fd, s.readable)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("notify: %w", err)
+	}
+	return s, nil
+}

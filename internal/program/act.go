@@ -10,6 +10,9 @@ type ActOptions struct {
 	// Now: a stop or restart skips the wait for an agent's turn to end
 	// (turn_grace, docs/operations.md#turn-aware-stop), also ending such a wait already under way.
 	Now bool
+	// Labels narrow what the selector names to the instances whose
+	// program has every one of these labels (-l, ?label=).
+	Labels LabelSelector
 }
 
 // ActResult answers an operator action.

@@ -50,6 +50,7 @@ const (
 	PhaseStopping = "stopping"
 	PhaseStopped  = "stopped"
 	PhaseAdopted  = "adopted"
+	PhaseUpgraded = "upgraded" // the daemon re-executed itself in place (tend upgrade), from one version to another
 )
 
 // TimeFormat is how every timestamp is written: RFC 3339, UTC, milliseconds.
@@ -89,7 +90,11 @@ type Event struct {
 	Kind    string
 	ID      string // the instance, when the event concerns one
 	Program string
-	Data    any
+	// Labels are the program's labels, on the events of an instance of a
+	// labelled program (in status_changed, the status object carries them).
+	// Read-only.
+	Labels map[string]string
+	Data   any
 	// JSON is the event as the event log encoded it, so that a hundred
 	// readers of one event do not encode it a hundred times. Read-only; nil
 	// for an event not (yet) numbered by the log.
@@ -97,11 +102,12 @@ type Event struct {
 }
 
 type eventHead struct {
-	Seq     uint64 `json:"seq"`
-	TS      Time   `json:"ts"`
-	Kind    string `json:"kind"`
-	ID      string `json:"id,omitempty"`
-	Program string `json:"program,omitempty"`
+	Seq     uint64            `json:"seq"`
+	TS      Time              `json:"ts"`
+	Kind    string            `json:"kind"`
+	ID      string            `json:"id,omitempty"`
+	Program string            `json:"program,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // Payloads, one per kind.
@@ -153,6 +159,10 @@ type (
 		Phase string `json:"phase"`
 		PID   int    `json:"pid,omitempty"`
 		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
+		// With PhaseUpgraded: the version of the binary that ran before
+		// and of the one that runs now (tend version's).
+		From string `json:"from,omitempty"`
+		To   string `json:"to,omitempty"`
 		// With PhaseStarted: how runs are tracked (TrackingCgroup, or
 		// TrackingGroup when cgroups are not used) and why, or what the
 		// cgroups lack (docs/events.md, docs/containment.md).
@@ -203,9 +213,9 @@ func payloadFor(kind string) any {
 
 // MarshalJSON writes one flat object: the common fields, then the payload's.
 func (e Event) MarshalJSON() ([]byte, error) {
-	h := eventHead{e.Seq, Time{e.TS}, e.Kind, e.ID, e.Program}
+	h := eventHead{e.Seq, Time{e.TS}, e.Kind, e.ID, e.Program, e.Labels}
 	if e.Kind == KindStatusChanged {
-		h.ID, h.Program = "", "" // the status object carries both
+		h.ID, h.Program, h.Labels = "", "", nil // the status object carries them
 	}
 	head, err := json.Marshal(h)
 	if err != nil || e.Data == nil {
@@ -239,6 +249,15 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, p); err != nil {
 		return fmt.Errorf("event %d (%s): %w", h.Seq, h.Kind, err)
 	}
-	*e = Event{Seq: h.Seq, TS: h.TS.Time, Kind: h.Kind, ID: h.ID, Program: h.Program, Data: p}
+	*e = Event{Seq: h.Seq, TS: h.TS.Time, Kind: h.Kind, ID: h.ID, Program: h.Program, Labels: h.Labels, Data: p}
 	return nil
+}
+
+// LabelSet is the labels of the program the event concerns: its own, or
+// those of the status a status_changed carries.
+func (e *Event) LabelSet() map[string]string {
+	if st, ok := e.Data.(*Status); ok && e.Kind == KindStatusChanged {
+		return st.Labels
+	}
+	return e.Labels
 }

@@ -78,6 +78,12 @@ type Spec struct {
 	// TtyCols x TtyRows until a client resizes it (default 120x40).
 	Tty              bool
 	TtyCols, TtyRows int
+	Labels           map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
+
+	// RemoveOnExit: the program is removed (with its logs, cgroup and
+	// records) once every instance has ended and will not restart. Set
+	// only over the API (tend run --rm), never from a config file.
+	RemoveOnExit bool
 
 	Restart      string        // RestartAlways | RestartOnFailure | RestartNever
 	Autostart    bool          // start with the daemon (default true)

@@ -107,24 +107,27 @@ type Wedge struct {
 // Status is the one answer to "is this instance alive and what is it doing"
 // (docs/status.md).
 type Status struct {
-	ID          string    `json:"id"`
-	Program     string    `json:"program"`
-	Instance    int       `json:"instance"`
-	Agent       bool      `json:"agent"`
-	State       string    `json:"state"`
-	Lifecycle   string    `json:"lifecycle"`
-	PID         *int      `json:"pid"`
-	Run         int       `json:"run"`
-	StartedAt   Time      `json:"started_at"`
-	UptimeMS    int64     `json:"uptime_ms"`
-	Ready       bool      `json:"ready"`
-	TurnActive  bool      `json:"turn_active"`
-	StatusText  string    `json:"status_text"`
-	CrashCount  int       `json:"crash_count"`
-	Degraded    bool      `json:"degraded"`
-	Restarts    Restarts  `json:"restarts"`
-	LastExit    *LastExit `json:"last_exit"`
-	NextStartAt Time      `json:"next_start_at"`
+	ID       string `json:"id"`
+	Program  string `json:"program"`
+	Instance int    `json:"instance"`
+	Agent    bool   `json:"agent"`
+	// Labels are the program's labels; {} when it has none. Read-only:
+	// the map is the spec's own.
+	Labels      map[string]string `json:"labels"`
+	State       string            `json:"state"`
+	Lifecycle   string            `json:"lifecycle"`
+	PID         *int              `json:"pid"`
+	Run         int               `json:"run"`
+	StartedAt   Time              `json:"started_at"`
+	UptimeMS    int64             `json:"uptime_ms"`
+	Ready       bool              `json:"ready"`
+	TurnActive  bool              `json:"turn_active"`
+	StatusText  string            `json:"status_text"`
+	CrashCount  int               `json:"crash_count"`
+	Degraded    bool              `json:"degraded"`
+	Restarts    Restarts          `json:"restarts"`
+	LastExit    *LastExit         `json:"last_exit"`
+	NextStartAt Time              `json:"next_start_at"`
 	// TurnWaitUntil: an operator stop or restart waits for the agent's turn
 	// to end until then (turn_grace, docs/operations.md#turn-aware-stop); absent otherwise.
 	TurnWaitUntil *Time     `json:"turn_wait_until,omitempty"`

@@ -51,6 +51,12 @@ func (r *Reaper) watch(pid int, pidfd *os.File) {
 	}
 	now := time.Now()
 	r.mu.Lock()
+	for r.paused { // an upgrade is handing over: the next daemon adopts the run again
+		c := r.unpause
+		r.mu.Unlock()
+		<-c
+		r.mu.Lock()
+	}
 	rt, ok := r.routes[pid]
 	if ok && rt.pidfd == pidfd {
 		delete(r.routes, pid)

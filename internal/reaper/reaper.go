@@ -59,21 +59,27 @@ type route struct {
 
 // Reaper owns wait4 for the whole process. Create one per process.
 type Reaper struct {
-	mu     sync.Mutex     // held across every fork, signal and wait; guards routes
+	mu     sync.Mutex     // held across every fork, signal and wait; guards routes, held, paused and unpause
 	routes map[int]route  // live (unreaped) registered pids; guarded by mu
-	orphan atomic.Uint64  // exited children with no owner
-	sigs   chan os.Signal // SIGCHLD wake-ups
-	stop   chan struct{}  // closed by Stop
-	done   chan struct{}  // closed when the loop has returned
-	once   sync.Once      // guards Stop
-	tick   time.Duration  // safety drain interval
-	notify func(chan<- os.Signal, ...os.Signal)
+	held   map[int]Status // exits of expected pids collected before their owner came (Expect)
+	// paused: exits are left where they are (see Pause); unpause is closed
+	// by Resume.
+	paused  bool
+	unpause chan struct{}
+	orphan  atomic.Uint64  // exited children with no owner
+	sigs    chan os.Signal // SIGCHLD wake-ups
+	stop    chan struct{}  // closed by Stop
+	done    chan struct{}  // closed when the loop has returned
+	once    sync.Once      // guards Stop
+	tick    time.Duration  // safety drain interval
+	notify  func(chan<- os.Signal, ...os.Signal)
 }
 
 // New returns a stopped Reaper.
 func New() *Reaper {
 	return &Reaper{
 		routes: make(map[int]route),
+		held:   make(map[int]Status),
 		sigs:   make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -218,6 +224,9 @@ func (r *Reaper) Drain() { r.drain(time.Now()) }
 func (r *Reaper) drain(woke time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.paused {
+		return
+	}
 	for {
 		pid, ok := peek()
 		if !ok {
@@ -240,7 +249,12 @@ func (r *Reaper) drain(woke time.Time) {
 			continue
 		}
 		delete(r.routes, pid)
-		rt.owner(Status{PID: pid, Wait: ws, MaxRSS: ru.Maxrss * 1024, At: time.Now(), Woke: woke})
+		st := Status{PID: pid, Wait: ws, MaxRSS: ru.Maxrss * 1024, At: time.Now(), Woke: woke}
+		if rt.owner == nil { // expected, not claimed yet
+			r.held[pid] = st
+			continue
+		}
+		rt.owner(st)
 	}
 }
 

@@ -266,3 +266,67 @@ func readPid(path string) int {
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
 }
+
+// While paused, an exit stays a zombie (nothing is collected that an
+// upgrade could lose); Resume delivers it. A child the reaper did not fork
+// (handed over by an upgrade) is expected: its exit is held until Claim
+// names the owner, who gets its exact status; Unexpect counts what nobody
+// claimed as orphans.
+func TestInChildPauseAndExpect(t *testing.T) {
+	r := inChild(t)
+	got := make(chan Status, 1)
+	pid, err := r.Spawn(forkExec("/bin/sh", "-c", "sleep 0.1; exit 3"), func(s Status) { got <- s }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Pause()
+	time.Sleep(400 * time.Millisecond)
+	r.Drain()
+	select {
+	case s := <-got:
+		t.Fatalf("collected while paused: %+v", s)
+	default:
+	}
+	if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); !strings.Contains(string(b), ") Z ") {
+		t.Errorf("not a zombie while paused: %s", b)
+	}
+	handed, err := forkExec("/bin/sh", "-c", "exit 7")() // not the reaper's: as after an exec
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray, err := forkExec("/bin/sh", "-c", "exit 9")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Expect([]int{handed, stray}, false)
+	r.Resume()
+	if s := <-got; s.PID != pid || s.Wait.ExitStatus() != 3 {
+		t.Errorf("after Resume: %+v", s)
+	}
+	testutil.Eventually(t, "the handed child to be collected", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.held[handed]
+		return ok
+	})
+	orphans := r.Orphans()
+	if !r.Claim(handed, func(s Status) { got <- s }) {
+		t.Fatal("Claim of an expected pid")
+	}
+	if s := <-got; s.PID != handed || s.Wait.ExitStatus() != 7 {
+		t.Errorf("claimed: %+v", s)
+	}
+	if r.Claim(handed, func(Status) {}) {
+		t.Error("claimed twice")
+	}
+	testutil.Eventually(t, "the stray child to be collected", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.held[stray]
+		return ok
+	})
+	r.Unexpect()
+	if r.Orphans() != orphans+1 {
+		t.Errorf("orphans %d, want %d", r.Orphans(), orphans+1)
+	}
+}

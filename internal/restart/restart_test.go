@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -406,4 +407,34 @@ func TestOOMKillIsAMemoryEnd(t *testing.T) {
 			{row: 2, cause: "oom_kill", crash: 0, next: NextRestart, reason: "rss_watchdog", ms: 30000},
 			{row: 4, cause: "oom_or_external_kill", crash: 1, next: NextRestart, reason: "crash", ms: 1000},
 		})
+}
+
+// A History kept and restored decides as the original would: counters,
+// and the budgets' windows, so a loop gets no fresh budget from a daemon
+// crash; ends that fell out of their window are not kept.
+func TestKeptHistoryDecidesAsTheOriginal(t *testing.T) {
+	s := spec(func(s *program.Spec) { s.CleanRestartBudget = 3 })
+	var h History
+	now := t0
+	Decide(s, &h, program.Exit{Code: 0, StartedAt: now, EndedAt: now}, IntentNone, now, nil)
+	now = now.Add(2 * time.Minute) // the first clean end leaves the 60 s window
+	for range 3 {
+		Decide(s, &h, program.Exit{Code: 0, StartedAt: now, EndedAt: now}, IntentNone, now, nil)
+		Decide(s, &h, program.Exit{Code: 1, StartedAt: now, EndedAt: now}, IntentNone, now, nil)
+	}
+	k := h.Keep(s, now)
+	if len(k.Clean) != 3 || k.CrashCount != 3 || k.Restarts.CleanExit != 4 || k.Restarts.Crash != 3 {
+		t.Fatalf("kept: %+v", k)
+	}
+	b, _ := json.Marshal(k)
+	var back Kept
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	r := Restore(back)
+	d1 := Decide(s, &h, program.Exit{Code: 0, StartedAt: now, EndedAt: now}, IntentNone, now, nil)
+	d2 := Decide(s, &r, program.Exit{Code: 0, StartedAt: now, EndedAt: now}, IntentNone, now, nil)
+	if d2.Warn == nil || d2.Warn.Reason != program.WarnCleanBudget || d2.Warn.Count != 4 || *d1.Warn != *d2.Warn || *d1.Backoff != *d2.Backoff || d1.Delay != d2.Delay {
+		t.Errorf("restored: %+v %+v, original: %+v %+v", d2.Warn, d2.Backoff, d1.Warn, d1.Backoff)
+	}
 }

@@ -74,6 +74,10 @@ type entry struct {
 	log  *logfile.Log
 	w    *writer
 	refs int // guarded by Capture.mu
+	// ends counts the streams whose end is written: each run's stdout and
+	// stderr end once every process holding them is gone, and what came
+	// before is then in the log (StreamEnds).
+	ends atomic.Int64
 }
 
 // NewCapture starts the writers.
@@ -119,6 +123,20 @@ func (c *Capture) Log(id string) *logfile.Log {
 		return e.log
 	}
 	return logfile.New(c.opts.Logs, baseName(id), logfile.Options{})
+}
+
+// StreamEnds is how many output streams of instance id have ended with
+// all they carried written to its log: two per run that got its pipes
+// (stdout and stderr), counted from when the instance got its Output;
+// false when it has none (never made, or closed: then all is written).
+func (c *Capture) StreamEnds(id string) (int64, bool) {
+	c.mu.Lock()
+	e := c.logs[id]
+	c.mu.Unlock()
+	if e == nil {
+		return 0, false
+	}
+	return e.ends.Load(), true
 }
 
 // acquire returns the entry of id, made if needed, with these limits.
@@ -294,6 +312,7 @@ func (w *writer) write(o *Output, buf []byte) {
 	var errs []error
 	fwd := w.fwd[:0]
 	forward := w.c.opts.Forward != nil
+	ends := 0
 	for len(buf) >= frameHdr {
 		ts := time.Unix(0, int64(binary.LittleEndian.Uint64(buf)))
 		kind := buf[8]
@@ -318,6 +337,7 @@ func (w *writer) write(o *Output, buf []byte) {
 		}
 		if kind&endFlag != 0 {
 			o.lines[s].End(emit)
+			ends++
 		} else {
 			o.lines[s].Feed(data, emit)
 		}
@@ -325,6 +345,7 @@ func (w *writer) write(o *Output, buf []byte) {
 	if err := log.Flush(); err != nil {
 		errs = append(errs, err)
 	}
+	o.e.ends.Add(int64(ends)) // after the flush: what the streams carried is written
 	w.track(log, wasOpen)
 	if len(fwd) > 0 {
 		w.c.fwdMu.Lock()

@@ -52,7 +52,15 @@ var (
 // StartForker sets up the forker thread now. The daemon calls it first
 // thing, while its descriptor table is small: the thread's table is a copy
 // of it. Later calls (and the first fork, if no one called it) do nothing.
-func StartForker() { forkerOnce.Do(startForker) }
+func StartForker() { StartForkerWithout(nil) }
+
+// StartForkerWithout is StartForker for a process that holds descriptors
+// already (those an upgrade handed over): they are closed in the thread's
+// copy of the table, which must hold none of the daemon's (a run's notify
+// socket kept open there would outlive the run).
+func StartForkerWithout(fds []int) {
+	forkerOnce.Do(func() { startForker(fds) })
+}
 
 // forkExec is syscall.ForkExec from the forker thread when there is one:
 // attr.Files and attr.Sys.CgroupFD name descriptors of the daemon's table.
@@ -85,7 +93,7 @@ func restoreLimits(pid int) {
 	}
 }
 
-func startForker() {
+func startForker(without []int) {
 	// The runtime's poller must exist before the table is copied: a pipe
 	// handed to os makes it (if nothing has yet).
 	if r, w, err := os.Pipe(); err == nil {
@@ -93,13 +101,13 @@ func startForker() {
 		w.Close()
 	}
 	ready := make(chan chan forkReq)
-	go forker(ready)
+	go forker(ready, without)
 	forkerReqs = <-ready
 }
 
 // forker is the forker thread's goroutine. It sends nil on ready when the
 // thread cannot be set up, and then returns (ending the thread).
-func forker(ready chan<- chan forkReq) {
+func forker(ready chan<- chan forkReq, without []int) {
 	runtime.LockOSThread() // never unlocked: with a private table, the thread must die with us
 	if unix.Gettid() == os.Getpid() {
 		// The main thread: its table is the one /proc/PID/fd and
@@ -107,7 +115,7 @@ func forker(ready chan<- chan forkReq) {
 		// it, another cannot run there: that one is the forker, and this
 		// one lets the main thread go once the other has its own thread.
 		relay := make(chan chan forkReq)
-		go forker(relay)
+		go forker(relay, without)
 		r := <-relay
 		runtime.UnlockOSThread()
 		ready <- r
@@ -123,6 +131,9 @@ func forker(ready chan<- chan forkReq) {
 		}
 		ready <- nil
 		return
+	}
+	for _, fd := range without { // in this thread's table only
+		unix.Close(fd)
 	}
 	reqs := make(chan forkReq)
 	ready <- reqs

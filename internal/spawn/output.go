@@ -33,6 +33,7 @@ type Output struct {
 	waiting bool       // on the Capture's list of outputs to resume
 	streams []*stream  // the read ends being watched (an old run's heirs may hold one on)
 	closed  bool
+	frozen  bool          // Freeze: no read end is put back in the loop until Thaw
 	flushed chan struct{} // closed by the writer once the last frames are written
 	took    chan struct{} // the writer took pend (room for one signal)
 	final   bool          // the writer has taken the last frames
@@ -309,6 +310,10 @@ func (o *Output) resume(listed bool) {
 	o.mu.Lock()
 	if listed {
 		o.waiting = false
+	}
+	if o.frozen { // Thaw resumes it
+		o.mu.Unlock()
+		return
 	}
 	if !o.c.room(len(o.pend)) {
 		if !o.waiting && o.pausedLocked() {

@@ -473,3 +473,33 @@ func TestAttachReadsOnAfterTheDaemon(t *testing.T) {
 	o2.Close()
 	_ = syscall.Getpid
 }
+
+// Once a run's two streams have ended, StreamEnds says so, and every line
+// they carried is in the log: a reader may take it as complete.
+func TestStreamEndsCountWrittenEnds(t *testing.T) {
+	r := newRig(t, CaptureOptions{})
+	o := NewOutput(r.c, "w:0", smallLogs)
+	if n, ok := r.c.StreamEnds("w:0"); !ok || n != 0 {
+		t.Fatalf("before a run: %d, %v", n, ok)
+	}
+	ch := startChild(t, o, `i=0; while [ $i -lt 200 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done; echo last`)
+	ch.wait(t)
+	testutil.Eventually(t, "both streams to end", func() bool {
+		n, _ := r.c.StreamEnds("w:0")
+		return n == 2
+	})
+	got := readAll(t, r.c, logfile.Query{Tail: -1}, "w:0")
+	var outs []string
+	for _, e := range got {
+		if e.Stream == logfile.Stdout {
+			outs = append(outs, string(e.Line))
+		}
+	}
+	if len(got) != 401 || len(outs) != 201 || outs[200] != "last" {
+		t.Errorf("the log has %d lines, %d of stdout, once the ends are counted; want 401, 201 ending with last", len(got), len(outs))
+	}
+	o.Close()
+	if _, ok := r.c.StreamEnds("w:0"); ok {
+		t.Error("a closed output still counts")
+	}
+}

@@ -21,17 +21,60 @@ const probeWaitDelay = time.Second
 // from the reaper like any run's) and returns nil when it exits 0 within
 // timeout. On timeout its whole group is killed.
 func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *syscall.Credential, timeout time.Duration) error {
-	null, err := nullFile()
-	if err != nil {
-		return err
-	}
 	path, err := lookPath(argv[0], cwd, env)
 	if err != nil {
 		return err
 	}
-	pr, pw, err := os.Pipe()
+	st, text, err := runCaptured(r, path, argv, cwd, env, cred, timeout, 1024)
 	if err != nil {
 		return err
+	}
+	if st.Wait.Signaled() {
+		return fmt.Errorf("killed by signal %d", st.Wait.Signal())
+	}
+	if code := st.Wait.ExitStatus(); code != 0 {
+		line, _, _ := strings.Cut(strings.TrimSpace(string(text)), "\n")
+		if line != "" {
+			return fmt.Errorf("exit %d: %s", code, line)
+		}
+		return fmt.Errorf("exit %d", code)
+	}
+	return nil
+}
+
+// Command runs path with argv (a short command of the daemon's own, such as
+// a new binary's `tend version`) through the reaper, with tend's
+// environment, and returns what it wrote on stdout and stderr (at most
+// 4 KiB) once it has exited 0 within timeout; else an error that says how
+// it ended, with the first line it wrote.
+func Command(r *reaper.Reaper, path string, argv []string, timeout time.Duration) ([]byte, error) {
+	st, text, err := runCaptured(r, path, argv, "", baseEnv(), nil, timeout, 4096)
+	if err != nil {
+		return text, err
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(text)), "\n")
+	switch {
+	case st.Wait.Signaled():
+		return text, fmt.Errorf("killed by %s", st.Wait.Signal())
+	case st.Wait.ExitStatus() != 0 && line != "":
+		return text, fmt.Errorf("exit %d: %s", st.Wait.ExitStatus(), line)
+	case st.Wait.ExitStatus() != 0:
+		return text, fmt.Errorf("exit %d", st.Wait.ExitStatus())
+	}
+	return text, nil
+}
+
+// runCaptured forks path in a session of its own, registered with the
+// reaper, and returns its status and up to limit bytes of its output. On
+// timeout its whole group is killed.
+func runCaptured(r *reaper.Reaper, path string, argv []string, cwd string, env []string, cred *syscall.Credential, timeout time.Duration, limit int) (reaper.Status, []byte, error) {
+	null, err := nullFile()
+	if err != nil {
+		return reaper.Status{}, nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return reaper.Status{}, nil, err
 	}
 	exited := make(chan reaper.Status, 1)
 	attr := &syscall.ProcAttr{Dir: cwd, Env: env, Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()}, Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred}}
@@ -39,13 +82,13 @@ func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *sysc
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		return fmt.Errorf("exec %s: %w", path, err)
+		return reaper.Status{}, nil, fmt.Errorf("exec %s: %w", path, err)
 	}
 	out := make(chan []byte, 1)
-	go func() { // at most 1 KiB of output, for the error message
+	go func() { // at most limit bytes of output, for the caller and error messages
 		var b bytes.Buffer
 		buf := make([]byte, 512)
-		for b.Len() < 1024 {
+		for b.Len() < limit {
 			n, err := pr.Read(buf)
 			b.Write(buf[:n])
 			if err != nil {
@@ -61,7 +104,7 @@ func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *sysc
 		_ = r.Signal(pid, syscall.SIGKILL, true)
 		<-exited
 		pr.Close()
-		return fmt.Errorf("timed out after %s", timeout)
+		return reaper.Status{}, nil, fmt.Errorf("timed out after %s", timeout)
 	}
 	var text []byte
 	select {
@@ -69,17 +112,7 @@ func Probe(r *reaper.Reaper, argv []string, cwd string, env []string, cred *sysc
 	case <-time.After(probeWaitDelay):
 	}
 	pr.Close()
-	if st.Wait.Signaled() {
-		return fmt.Errorf("killed by signal %d", st.Wait.Signal())
-	}
-	if code := st.Wait.ExitStatus(); code != 0 {
-		line, _, _ := strings.Cut(strings.TrimSpace(string(text)), "\n")
-		if line != "" {
-			return fmt.Errorf("exit %d: %s", code, line)
-		}
-		return fmt.Errorf("exit %d", code)
-	}
-	return nil
+	return st, text, nil
 }
 
 // probeClient holds no idle connections: probes are rare and many.

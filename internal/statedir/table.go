@@ -46,9 +46,12 @@ type Table[R any] struct {
 	done    chan struct{} // closed when the writer has returned
 	once    sync.Once     // Close
 
-	mu      sync.Mutex   // guards recs and journal
-	recs    map[string]R // by key
-	journal *os.File     // NAME.log, appended to on every change; nil if it cannot be opened
+	put chan struct{} // a Put waits to be journaled; capacity 1
+
+	mu      sync.Mutex          // guards recs, journal and pending
+	recs    map[string]R        // by key
+	journal *os.File            // NAME.log, appended to on every change; nil if it cannot be opened
+	pending map[string]struct{} // keys Put and not yet journaled
 }
 
 // Schema says how a Table's records are keyed and which read back are
@@ -166,7 +169,7 @@ func sortedByKey[R any](m map[string]R, key func(R) string) []R {
 // loaded: those nobody claims are written back as they are). It writes
 // NAME and the journal's snapshot at once.
 func OpenTable[R any](d *Dir, name string, s Schema[R], recs []R) *Table[R] {
-	t := &Table[R]{dir: d, name: name, schema: s, dirty: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]R{}}
+	t := &Table[R]{dir: d, name: name, schema: s, dirty: make(chan struct{}, 1), put: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]R{}, pending: map[string]struct{}{}}
 	for _, r := range recs {
 		t.recs[s.Key(r)] = r
 	}
@@ -188,6 +191,50 @@ func (t *Table[R]) Set(r R) {
 	t.touch()
 }
 
+// Put records r like Set, except that the journal line is written by the
+// table's writer goroutine soon after, not by the caller: a caller on a
+// hot path (an instance's loop, at every end of a run) pays a map store.
+// Puts of one key that come faster than the writer journals them coalesce
+// into the last. Sync waits until every Put so far is in the journal.
+func (t *Table[R]) Put(r R) {
+	k := t.schema.Key(r)
+	t.mu.Lock()
+	t.recs[k] = r
+	t.pending[k] = struct{}{}
+	t.mu.Unlock()
+	select {
+	case t.put <- struct{}{}:
+	default:
+	}
+}
+
+// Sync writes what Put left for the writer to the journal now.
+func (t *Table[R]) Sync() {
+	t.mu.Lock()
+	t.journalPendingLocked()
+	t.mu.Unlock()
+}
+
+// journalPendingLocked appends the records of the pending keys to the
+// journal, in one write.
+func (t *Table[R]) journalPendingLocked() {
+	if len(t.pending) == 0 {
+		return
+	}
+	var b []byte
+	for k := range t.pending {
+		if r, ok := t.recs[k]; ok { // deleted since: its gone line is written
+			line, _ := json.Marshal(r)
+			b = append(append(b, line...), '\n')
+		}
+	}
+	clear(t.pending)
+	if t.journal != nil && len(b) > 0 {
+		_, _ = t.journal.Write(b)
+	}
+	t.touch()
+}
+
 // Delete drops the record of key.
 func (t *Table[R]) Delete(key string) { t.DeleteIf(key, nil) }
 
@@ -200,6 +247,7 @@ func (t *Table[R]) DeleteIf(key string, cond func(R) bool) {
 	del := cond == nil || ok && cond(r)
 	if del {
 		delete(t.recs, key)
+		delete(t.pending, key)
 		t.appendLocked(t.schema.goneLine(key))
 	}
 	t.mu.Unlock()
@@ -237,11 +285,31 @@ func (t *Table[R]) Close() error {
 		<-t.done
 		t.mu.Lock()
 		defer t.mu.Unlock()
+		t.journalPendingLocked()
 		err = t.compactLocked()
 		if t.journal != nil {
 			t.journal.Close()
 			t.journal = nil
 		}
+	})
+	return err
+}
+
+// Discard stops the writer and removes the files: what they held no longer
+// holds (a clean stop of the daemon, after which the next one starts
+// afresh). It is the end of the Table, like Close.
+func (t *Table[R]) Discard() error {
+	var err error
+	t.once.Do(func() {
+		close(t.closing)
+		<-t.done
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.journal != nil {
+			t.journal.Close()
+			t.journal = nil
+		}
+		err = errors.Join(t.dir.Remove(t.name), t.dir.Remove(journalOf(t.name)))
 	})
 	return err
 }
@@ -253,24 +321,28 @@ func (t *Table[R]) touch() {
 	}
 }
 
-// writer compacts the journal into NAME at most once a second while
-// changes come in.
+// writer journals what Put leaves (at once) and compacts the journal into
+// NAME at most once a second while changes come in.
 func (t *Table[R]) writer() {
 	defer close(t.done)
+	var compact <-chan time.Time // armed while a change waits to be compacted
 	for {
 		select {
+		case <-t.put:
+			t.Sync()
 		case <-t.dirty:
+			if compact == nil {
+				compact = time.After(compactEvery)
+			}
+		case <-compact:
+			compact = nil
+			t.mu.Lock()
+			t.journalPendingLocked() // the old journal must lead to them if the compaction fails
+			_ = t.compactLocked()    // a failed write is retried with the next change
+			t.mu.Unlock()
 		case <-t.closing:
 			return
 		}
-		select {
-		case <-time.After(compactEvery):
-		case <-t.closing:
-			return
-		}
-		t.mu.Lock()
-		_ = t.compactLocked() // a failed write is retried with the next change
-		t.mu.Unlock()
 	}
 }
 
@@ -279,13 +351,27 @@ func (t *Table[R]) writer() {
 // which leads to the same records.
 func (t *Table[R]) compactLocked() error {
 	list := sortedByKey(t.recs, t.schema.Key)
-	if err := t.dir.WriteFileAtomic(t.name, MarshalLines(list), 0o600, false); err != nil {
-		return err
-	}
-	var snap bytes.Buffer
+	// Each record marshalled once, for both files: at 10,000 keys the
+	// encoding is most of the cost.
+	var file, snap bytes.Buffer
+	file.WriteString("[")
+	n := 0
 	for _, r := range list {
-		line, _ := json.Marshal(r)
-		snap.Write(append(line, '\n'))
+		line, err := json.Marshal(r)
+		if err != nil {
+			continue
+		}
+		if n++; n > 1 {
+			file.WriteString(",")
+		}
+		file.WriteString("\n")
+		file.Write(line)
+		snap.Write(line)
+		snap.WriteByte('\n')
+	}
+	file.WriteString("\n]\n")
+	if err := t.dir.WriteFileAtomic(t.name, file.Bytes(), 0o600, false); err != nil {
+		return err
 	}
 	journal := journalOf(t.name)
 	tmp := "." + journal + ".tmp"

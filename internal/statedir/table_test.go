@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rec is a record shaped like the ones tend keeps per instance.
@@ -113,5 +114,32 @@ func TestTableSetsADamagedFileAside(t *testing.T) {
 	}
 	if _, err := d.Lstat("t.json.corrupt-20261202T090000Z-2"); err != nil {
 		t.Errorf("the FIFO was not set aside: %v", err)
+	}
+}
+
+// Put leaves the journal line to the writer; Sync (and Close) write what
+// waits at once, and a Delete after a Put is not undone
+// by the Put's late line.
+func TestTablePutIsJournaledOffTheCaller(t *testing.T) {
+	d := openTestDir(t)
+	tb := OpenTable[rec](d, "t.json", recSchema, nil)
+	defer tb.Close()
+	for i := range 100 {
+		tb.Put(rec{ID: "a", N: i})
+	}
+	tb.Put(rec{ID: "b", N: 1})
+	tb.Delete("b")
+	tb.Sync()
+	l := loadRecs(t, d)
+	if len(l.Records) != 1 || l.Records[0] != (rec{ID: "a", N: 99}) {
+		t.Fatalf("after Sync: %+v", l)
+	}
+	tb.Put(rec{ID: "c", N: 3})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(loadRecs(t, d).Records) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not journal a Put")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -59,7 +59,7 @@ func (in *Instance) adoptRun(a Adoption) bool {
 		return false
 	}
 	in.runs = a.Run
-	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt}
+	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt, adopted: true}
 	in.state = program.StateRunning
 	if err := in.out.Attach(); err != nil {
 		in.out.Note("cannot read the adopted run's output: " + err.Error())

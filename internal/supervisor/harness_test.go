@@ -41,7 +41,10 @@ type harness struct {
 	seq     uint64
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness with the Deps changed by setup first.
+func newHarnessWith(t *testing.T, setup func(*Deps)) *harness {
 	testReaperOnce.Do(func() {
 		// As the daemon does first thing: a forker thread started later, by
 		// the first fork, would copy a descriptor table that already holds
@@ -63,10 +66,14 @@ func newHarness(t *testing.T) *harness {
 		h.capture.Close()
 		logs.Close()
 	})
-	h.mgr = NewManager(Deps{
+	deps := Deps{
 		Reaper: testReaper, Publish: h.publish, Update: h.update,
 		Rand: rand.Float64, Capture: h.capture,
-	}, func(id string) {
+	}
+	if setup != nil {
+		setup(&deps)
+	}
+	h.mgr = NewManager(deps, func(id string) {
 		h.mu.Lock()
 		delete(h.snaps, id)
 		h.mu.Unlock()

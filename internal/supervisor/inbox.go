@@ -51,6 +51,7 @@ type mail struct {
 	over    memOver      // the memory sampler's latest finding past max_rss; pid 0: none
 	probe   *probeResult // the liveness probe's result (one in flight at a time)
 	term    termEvents   // a run's terminal's news
+	freeze  *freezeReq   // an upgrade asks the instance to hold still (upgrade.go)
 }
 
 // termEvent is a kind of news from a run's terminal.
@@ -74,7 +75,7 @@ type termEvents struct {
 
 func (m *mail) empty() bool {
 	return len(m.cmds) == 0 && len(m.exits) == 0 && m.note == nil && !m.emptied &&
-		m.over.pid == 0 && m.probe == nil && m.term.what == 0
+		m.over.pid == 0 && m.probe == nil && m.term.what == 0 && m.freeze == nil
 }
 
 // merge moves what o holds into m, as if o's deliveries had come to m
@@ -93,6 +94,9 @@ func (m *mail) merge(o *mail) {
 		m.probe = o.probe
 	}
 	m.putTerm(o.term)
+	if o.freeze != nil {
+		m.freeze = o.freeze
+	}
 	*o = mail{}
 }
 
@@ -224,9 +228,10 @@ func (in *Instance) park() bool {
 
 // letGo ends the creator's hold on a new instance (newInstance): from here
 // on puts start its loop, and one starts at once if something came
-// meanwhile (the exit of an adopted run that had just ended).
+// meanwhile (the exit of an adopted run that had just ended) or a timer
+// waits (a backoff restored from the intent record).
 func (in *Instance) letGo() {
-	if !in.park() {
+	if !in.idle() || !in.park() {
 		go in.loop()
 	}
 }
@@ -277,6 +282,10 @@ func (in *Instance) deliver() {
 		t := m.term
 		m.term = termEvents{}
 		in.onTerm(t)
+	case m.freeze != nil: // last: what came before it is handled first
+		r := m.freeze
+		m.freeze = nil
+		in.beginFreeze(r)
 	}
 }
 

@@ -28,7 +28,7 @@ type bare struct {
 func newBare(t *testing.T) *bare {
 	b := &bare{t: t}
 	s := spec("bare", "/bin/true")
-	b.in = newInstance(&s, 0, Deps{Publish: func(program.Event) {}, Update: b.update})
+	b.in = newInstance(&s, "", 0, Deps{Publish: func(program.Event) {}, Update: b.update})
 	b.in.letGo()
 	return b
 }
@@ -107,7 +107,7 @@ func TestEachPutWakesAParkedInstance(t *testing.T) {
 func TestANewInstanceIsItsCreatorsUntilLetGo(t *testing.T) {
 	b := &bare{t: t}
 	s := spec("held", "/bin/true")
-	b.in = newInstance(&s, 0, Deps{Publish: func(program.Event) {}, Update: b.update})
+	b.in = newInstance(&s, "", 0, Deps{Publish: func(program.Event) {}, Update: b.update})
 	b.in.putExit(reaper.Status{PID: 1 << 22})
 	time.Sleep(50 * time.Millisecond) // a loop started by the put would have reported by now
 	if n := b.reports.Load(); n != 0 {

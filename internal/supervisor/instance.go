@@ -21,8 +21,8 @@
 //     it saw, shared with the one sampler goroutine of the Manager;
 //   - the member cache's lock (memberCache): the broker's samples of a
 //     group's processes, taken on the broker's goroutines;
-//   - set at creation and never changed: id, k, deps, spec, out, done, the
-//     inbox's channel, group, members.
+//   - set at creation and never changed: id, k, deps, spec, digest, out,
+//     done, the inbox's channel, group, members.
 //
 // The supervisor knows nothing of the API or the broker: it is handed a
 // Publish function for events and an Update function for its snapshots.
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/cgroup"
+	"github.com/tend-sh/tend/internal/kept"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/restart"
@@ -60,7 +61,11 @@ type Deps struct {
 	// Record is told of every run put in place (and pid 0 when none is), so
 	// a later daemon can adopt what this one leaves running.
 	Record func(id string, pid, run int, started time.Time)
-	Tree   Tree // reads a run's tree RSS for max_rss; nil = no memory watchdog
+	// Intents is the intent record (state_dir/intent.json): each instance
+	// keeps its state there for the next daemon, which restores it after
+	// an unclean stop. nil: nothing is kept.
+	Intents *kept.Intents
+	Tree    Tree // reads a run's tree RSS for max_rss; nil = no memory watchdog
 	// NotifyDrop hears each datagram a notify socket dropped (malformed,
 	// oversized, a read error), for the metrics; it must not block.
 	NotifyDrop func(error)
@@ -112,19 +117,21 @@ type run struct {
 	signalled bool           // stop_signal sent; the escalation timer is armed
 	turnWait  time.Time      // an operator stop waits for the agent's turn to end until then
 	reaped    *reaper.Status // the leader was collected; with cgroups the run ends once its group is empty
+	adopted   bool           // an earlier daemon's run, held through a pidfd (not this process's child)
 }
 
 // Instance supervises one instance of a program. Other goroutines reach it
 // only through its inbox; the rest belongs to its loop goroutine (see the
 // package doc for the exceptions).
 type Instance struct {
-	id   string
-	k    int
-	deps Deps
-	spec *program.Spec
-	out  *spawn.Output
-	done chan struct{} // closed when the loop ends for good (the instance is removed)
-	box  inbox         // what other goroutines deliver
+	id     string
+	k      int
+	deps   Deps
+	spec   *program.Spec
+	digest string // kept.SpecDigest of spec, for the intent record
+	out    *spawn.Output
+	done   chan struct{} // closed when the loop ends for good (the instance is removed)
+	box    inbox         // what other goroutines deliver
 
 	pending   mail // taken from the inbox, handled one item a turn, commands first
 	hist      restart.History
@@ -138,10 +145,14 @@ type Instance struct {
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
 	wake      *time.Timer // backoff expiry, stop-grace or turn-wait expiry of cur; nil until first armed
 	wakeArmed bool        // wake will fire: the loop must stay on for it
+	wakeAt    time.Time   // when, while wakeArmed
+	freezing  *freezeReq  // an upgrade asked the instance to hold still (upgrade.go)
 	waiters   []waiter    // commands waiting for the instance to get somewhere
 	removing  bool
 	adopted   bool      // took over a run of an earlier daemon at creation
 	woke      time.Time // when the reaper woke for the exit being handled
+	opStopped bool      // the operator stopped it (and has not started it since)
+	kept      keptState // what the intent record was last handed
 
 	health      // notify messages, readiness, the wedge and memory watchdogs
 	containment // the instance's cgroup
@@ -150,15 +161,16 @@ type Instance struct {
 // newInstance returns an instance its caller holds as its loop would: it
 // may set it up (adopt a run, report it) while what comes meanwhile waits
 // in the inbox, and then calls letGo.
-func newInstance(spec *program.Spec, k int, deps Deps) *Instance {
+func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance {
 	id := program.InstanceID(spec.Name, k)
 	in := &Instance{
-		id: id, k: k, deps: deps, spec: spec,
+		id: id, k: k, deps: deps, spec: spec, digest: digest,
 		done:  make(chan struct{}),
 		box:   inbox{sig: make(chan struct{}, 1), active: true}, // held by its creator until letGo
 		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
 		state: program.StateStopped,
 	}
+	in.kept = in.keptNow() // a new instance has nothing to keep until it changes
 	in.initContainment()
 	return in
 }
@@ -184,6 +196,11 @@ func (in *Instance) loop() {
 		switch {
 		case !in.pending.empty():
 			in.deliver()
+		case in.freezing != nil: // once what came before is handled, hold
+			if in.takeMail(); in.pending.empty() {
+				in.holdFrozen()
+			}
+			continue
 		case in.idle() && in.park():
 			return
 		default:
@@ -238,9 +255,11 @@ func (in *Instance) handle(c command) {
 	switch c.kind {
 	case cmdStart:
 		w.goal = goalRunning
+		in.opStopped = false
 		in.start()
 	case cmdRestart:
 		w.goal = goalNewRun
+		in.opStopped = false
 		if in.cur == nil {
 			in.start()
 		} else {
@@ -249,6 +268,7 @@ func (in *Instance) handle(c command) {
 	case cmdStop, cmdRemove:
 		w.goal = goalRest
 		in.removing = in.removing || c.kind == cmdRemove
+		in.opStopped = in.opStopped || c.kind == cmdStop
 		if in.cur == nil {
 			in.spawnDue = false
 			in.settle(program.StateStopped)
@@ -325,7 +345,7 @@ func (in *Instance) onWake() {
 // and a thousand idle timers (and the waiter each adds to the loop's
 // select) would be memory for nothing.
 func (in *Instance) arm(d time.Duration) {
-	in.wakeArmed = true
+	in.wakeArmed, in.wakeAt = true, time.Now().Add(d)
 	if in.wake == nil {
 		in.wake = time.NewTimer(d)
 		return
@@ -510,7 +530,7 @@ func (in *Instance) settle(state string) {
 }
 
 func (in *Instance) publish(kind string, data any) {
-	in.deps.Publish(program.Event{Kind: kind, ID: in.id, Program: in.spec.Name, Data: data})
+	in.deps.Publish(program.Event{Kind: kind, ID: in.id, Program: in.spec.Name, Labels: in.spec.Labels, Data: data})
 }
 
 // report hands the broker the instance's current state.
@@ -536,6 +556,7 @@ func (in *Instance) report() {
 	in.reportHealth(&st)
 	snap.Status, snap.Turn, snap.Members = st, in.turnReport(), in.membersFunc()
 	in.deps.Update(snap)
+	in.keep()
 }
 
 // stoppingFor names why a run is being stopped, for the status's why.

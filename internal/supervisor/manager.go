@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tend-sh/tend/internal/kept"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -21,18 +22,27 @@ type Manager struct {
 	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
 	trackIDs []string   // the list last published; guarded by trackMu
 
-	mu       sync.Mutex          // guards progs, closed, adopt, adopted and starting
-	progs    map[string]*group   // by program name
-	starting []chan bool         // replies of AddAll's starts not yet waited for
-	closed   bool                // shutting down: no more additions
-	adopt    map[string]Adoption // runs of an earlier daemon not yet claimed, by instance id
-	adopted  int                 // runs taken over
+	mu       sync.Mutex             // guards progs, closed, adopt, adopted, intents and starting
+	progs    map[string]*group      // by program name
+	starting []chan bool            // replies of AddAll's starts not yet waited for
+	closed   bool                   // shutting down: no more additions
+	adopt    map[string]Adoption    // runs of an earlier daemon not yet claimed, by instance id
+	adopted  int                    // runs taken over
+	intents  map[string]kept.Intent // the earlier daemon's intent record not yet claimed, by id
+	carried  Carried                // what an upgrade handed over, not yet claimed
+	// carriedRuns: runs taken over from the program this process was.
+	carriedRuns int
 }
 
 // group is one program's instances.
 type group struct {
-	spec  *program.Spec
-	insts []*Instance
+	spec   *program.Spec
+	digest string // kept.SpecDigest of spec (the same for every count)
+	// configured is the instance count the program's config (or tend
+	// add) gave, before any tend scale: kept with a scale, so that a
+	// config whose count changed since wins over it.
+	configured int
+	insts      []*Instance
 	// removing: the program is on its way out (tend rm, a reload, the
 	// shutdown). It stays listed until its instances have stopped, which
 	// an agent's turn may make take a while: its ids still answer (status,
@@ -63,7 +73,7 @@ func (m *Manager) Add(spec program.Spec) ([]string, error) {
 // keeps pointers into specs: the caller must not change them afterwards.
 func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	errs = make([]error, len(specs))
-	var starts []*Instance
+	var todo firsts
 	m.mu.Lock()
 	for i := range specs {
 		spec := &specs[i] // kept, not copied: a thousand specs are a lot of memory
@@ -75,14 +85,11 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 			errs[i] = fmt.Errorf("%w: %s", program.ErrExists, spec.Name)
 			continue
 		}
-		g := &group{spec: spec}
-		m.growLocked(g, spec.Instances)
+		g := &group{spec: m.scaledLocked(spec), digest: kept.SpecDigest(spec), configured: spec.Instances}
+		todo.add(m.growLocked(g, g.spec.Instances))
 		m.progs[spec.Name] = g
 		for _, in := range g.insts {
 			ids = append(ids, in.id)
-			if !in.adopted && spec.Autostart {
-				starts = append(starts, in)
-			}
 		}
 	}
 	m.mu.Unlock()
@@ -90,9 +97,13 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	// The starts run on the instances' goroutines, a few at a time: the
 	// caller (the daemon's start, an API add) goes on, and a stop or tend
 	// down is taken meanwhile. WaitStarted waits for them.
-	replies := sendAll(starts, cmdStart, program.ActOptions{})
+	sendAll(todo.stops, cmdStop, program.ActOptions{})
+	replies := sendAll(todo.starts, cmdStart, program.ActOptions{})
 	m.mu.Lock()
-	m.starting = append(m.starting, replies...)
+	// Keep only the starts not yet carried out: after the fleet's start
+	// nobody calls WaitStarted, and every program added over the API would
+	// otherwise leave its reply here for good.
+	m.starting = append(slices.DeleteFunc(m.starting, func(r chan bool) bool { return len(r) > 0 }), replies...)
 	m.mu.Unlock()
 	return ids, errs
 }
@@ -114,21 +125,43 @@ func (m *Manager) WaitStarted(ctx context.Context) error {
 	return nil
 }
 
-// growLocked adds instances to g until it has n.
-func (m *Manager) growLocked(g *group, n int) {
+// growLocked adds instances to g until it has n, each taking over its run
+// from an earlier daemon and its intent record if there are, and returns
+// what the new instances do first (their commands are the caller's to
+// send, once it has let go of the lock).
+func (m *Manager) growLocked(g *group, n int) firsts {
+	var todo firsts
 	for k := len(g.insts); k < n; k++ {
-		in := newInstance(g.spec, k, m.deps)
+		in := newInstance(g.spec, g.digest, k, m.deps)
 		if m.mem != nil && g.spec.MaxRSS > 0 {
 			m.mem.add(in)
 		}
-		if a, ok := m.claimLocked(in.id); ok && in.adoptRun(a) {
+		a, adopt := m.claimLocked(in.id)
+		l, carried := m.claimLiveLocked(in.id)
+		if adopt && !carried && in.adoptRun(a) {
 			in.adopted = true
 			m.adopted++
+		}
+		r, ok := m.claimIntentLocked(in.id)
+		first := in.restore(r, ok, in.adopted || carried && l.Run != nil)
+		if carried { // an upgrade handed it over as it was: it goes on from there
+			first = firstNothing
+			if in.takeOver(l, m.carried.Take) {
+				in.adopted = true
+				m.carriedRuns++
+			}
+		}
+		switch first {
+		case firstStart:
+			todo.starts = append(todo.starts, in)
+		case firstStop:
+			todo.stops = append(todo.stops, in)
 		}
 		in.report() // the broker knows it before anyone can ask for it; its loop starts with the first command or exit
 		in.letGo()
 		g.insts = append(g.insts, in)
 	}
+	return todo
 }
 
 // Remove stops every instance of a program and forgets it, once they have
@@ -143,6 +176,7 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
 	}
+	m.deps.Intents.Delete(name) // its scale goes with it
 	return m.retire(ctx, g.insts, func() {
 		m.mu.Lock()
 		if m.progs[name] == g {
@@ -193,6 +227,7 @@ func (m *Manager) forgetInstance(in *Instance) {
 	if m.mem != nil {
 		m.mem.remove(in)
 	}
+	m.deps.Intents.Delete(in.id)
 	m.forget(in.id)
 }
 
@@ -291,7 +326,7 @@ func (m *Manager) Resolve(sel string) ([]string, error) {
 // stops every instance and keeps the program, for a later Scale to start
 // again.
 func (m *Manager) Scale(ctx context.Context, name string, n int) ([]string, error) {
-	if err := m.rescale(ctx, name, n); err != nil {
+	if err := m.rescale(ctx, name, n, true); err != nil {
 		return nil, err
 	}
 	return m.Resolve(name)
@@ -359,7 +394,7 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 			d.Unchanged = append(d.Unchanged, spec.Name)
 		case onlyInstancesDiffer(*old, spec):
 			d.Changed = append(d.Changed, spec.Name)
-			wg.Go(func() { errs <- m.rescale(ctx, spec.Name, spec.Instances) })
+			wg.Go(func() { errs <- m.rescale(ctx, spec.Name, spec.Instances, false) })
 		default:
 			d.Changed = append(d.Changed, spec.Name)
 			wg.Go(func() { errs <- m.replace(ctx, spec) })
@@ -401,7 +436,9 @@ func (m *Manager) replace(ctx context.Context, spec program.Spec) error {
 }
 
 // rescale grows or shrinks a program to n instances; the others run on.
-func (m *Manager) rescale(ctx context.Context, name string, n int) error {
+// An operator's scale is kept in the intent record; a reload's (the
+// config's count changed) makes the config's count the one to keep.
+func (m *Manager) rescale(ctx context.Context, name string, n int, operator bool) error {
 	m.mu.Lock()
 	g, ok := m.progs[name]
 	if !ok {
@@ -411,19 +448,23 @@ func (m *Manager) rescale(ctx context.Context, name string, n int) error {
 	spec := *g.spec
 	spec.Instances = n
 	g.spec = &spec // instances keep the spec they started with; only the count differs
-	var extra, added []*Instance
+	if operator {
+		m.keepScale(name, n, g.configured)
+	} else {
+		g.configured = n
+		m.deps.Intents.Delete(name)
+	}
+	var extra []*Instance
+	var todo firsts
 	if n < len(g.insts) {
 		extra = slices.Clone(g.insts[n:])
 		g.insts = g.insts[:n]
 	} else {
-		before := len(g.insts)
-		m.growLocked(g, n)
-		added = slices.Clone(g.insts[before:])
+		todo = m.growLocked(g, n)
 	}
 	m.mu.Unlock()
-	if spec.Autostart { // an adopted one is running: a no-op
-		collect(context.Background(), added, sendAll(added, cmdStart, program.ActOptions{}))
-	}
+	sendAll(todo.stops, cmdStop, program.ActOptions{})
+	collect(context.Background(), todo.starts, sendAll(todo.starts, cmdStart, program.ActOptions{}))
 	return m.retire(ctx, extra, m.trackedChanged)
 }
 

@@ -66,7 +66,7 @@ func TestReloadAnswersAfterProgramsScaledToZero(t *testing.T) {
 		t.Fatal(errs)
 	}
 	for _, name := range []string{"a", "b"} {
-		if err := h.mgr.rescale(ctx, name, 0); err != nil { // Scale's own answer is the test above's
+		if err := h.mgr.rescale(ctx, name, 0, true); err != nil { // Scale's own answer is the test above's
 			t.Fatalf("scale %s 0: %v", name, err)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
@@ -28,6 +30,10 @@ type Backend struct {
 	// ReloadResult and ReloadErr are what Reload returns.
 	ReloadResult api.ReloadResult
 	ReloadErr    error
+	// UpgradeErr is what Upgrade returns, after the handoff when
+	// UpgradeHandoff is set.
+	UpgradeErr     error
+	UpgradeHandoff bool
 	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
 	OnShutdown func()
 	// WaitDelay is how long an action with Wait takes to be done; a
@@ -40,11 +46,15 @@ type Backend struct {
 	logs     map[string]*logfile.Log   // by instance id, made on first use
 	fail     map[string]string         // instance id -> why its start fails
 	nextPID  int                       // the pid of the next fake run
+	holds    map[string]int            // program name -> Hold calls not released
+	removed  map[string]chan struct{}  // program name -> closed by its Remove, for holds
+	added    map[string][]byte         // program name -> the body it was added with
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
 func NewBackend(logDir string) *Backend {
-	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000}
+	return &Backend{LogDir: logDir, statuses: map[string]program.Status{}, fail: map[string]string{}, nextPID: 5000,
+		holds: map[string]int{}, added: map[string][]byte{}, removed: map[string]chan struct{}{}}
 }
 
 // FailStart makes every later start (or restart) of instance id fail with
@@ -75,12 +85,12 @@ func (b *Backend) Calls() []string {
 }
 
 // List implements api.Backend.
-func (b *Backend) List(agentsOnly bool) []program.Status {
+func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []program.Status
 	for _, st := range b.statuses {
-		if !agentsOnly || st.Agent {
+		if (!agentsOnly || st.Agent) && labels.Matches(st.Labels) {
 			out = append(out, st)
 		}
 	}
@@ -89,7 +99,7 @@ func (b *Backend) List(agentsOnly bool) []program.Status {
 }
 
 // Status implements api.Backend.
-func (b *Backend) Status(sel string) ([]program.Status, error) {
+func (b *Backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {
 	ids, err := b.resolve(sel)
 	if err != nil {
 		return nil, err
@@ -98,7 +108,9 @@ func (b *Backend) Status(sel string) ([]program.Status, error) {
 	defer b.mu.Unlock()
 	out := make([]program.Status, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, b.statuses[id])
+		if labels.Matches(b.statuses[id].Labels) {
+			out = append(out, b.statuses[id])
+		}
 	}
 	return out, nil
 }
@@ -114,12 +126,13 @@ func (b *Backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	for k := range spec.Instances {
 		id := program.InstanceID(spec.Name, k)
 		b.statuses[id] = program.Status{
-			ID: id, Program: spec.Name, Instance: k, Agent: spec.Agent,
+			ID: id, Program: spec.Name, Instance: k, Agent: spec.Agent, Labels: spec.Labels,
 			State: program.StateStopped, Lifecycle: program.LifecycleDone,
 			Tracking: program.TrackingNone,
 		}
 		ids = append(ids, id)
 	}
+	b.added[spec.Name] = slices.Clone(source)
 	return ids, nil
 }
 
@@ -143,6 +156,10 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		if st.Program == name {
 			delete(b.statuses, id)
 		}
+	}
+	if ch, ok := b.removed[name]; ok {
+		close(ch)
+		delete(b.removed, name)
 	}
 	b.calls = append(b.calls, "remove "+name)
 	return nil
@@ -196,7 +213,7 @@ func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // ones do not count.
 func (b *Backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.List(false) {
+	for _, st := range b.List(false, nil) {
 		if st.State == program.StateStopped || st.State == program.StateExited {
 			continue
 		}
@@ -221,7 +238,15 @@ func (b *Backend) act(ctx context.Context, verb, sel string, opts program.ActOpt
 	if err != nil {
 		return program.ActResult{}, err
 	}
+	if len(opts.Labels) > 0 {
+		b.mu.Lock()
+		ids = slices.DeleteFunc(ids, func(id string) bool { return !opts.Labels.Matches(b.statuses[id].Labels) })
+		b.mu.Unlock()
+	}
 	call := verb + " " + sel
+	if len(opts.Labels) > 0 {
+		call += "?label=" + opts.Labels.String()
+	}
 	if opts.Wait {
 		call += "?wait"
 	}
@@ -314,16 +339,39 @@ func (b *Backend) Shutdown() {
 	}
 }
 
+// Upgrade implements api.Backend: the fake has no binary to exec, so it
+// answers UpgradeErr (or refuses), having called the handoff when
+// UpgradeHandoff is set (the answer is then written on the connection).
+func (b *Backend) Upgrade(ctx context.Context, handoff api.Handoff) error {
+	b.mu.Lock()
+	b.calls = append(b.calls, "upgrade")
+	b.mu.Unlock()
+	if b.UpgradeHandoff {
+		fd, err := handoff("v1", "v2")
+		if err != nil {
+			return err
+		}
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	if b.UpgradeErr != nil {
+		return b.UpgradeErr
+	}
+	return &api.StatusError{Code: 501, Err: fmt.Errorf("this fake cannot re-execute itself")}
+}
+
 // LogSources implements api.Backend: instance ID's log is the file
 // LogDir/ID.log (with its rotated ID.log.N), read as it is on disk, so a
 // test may write lines there directly or through Log.
-func (b *Backend) LogSources(sel string) ([]logfile.Source, error) {
-	ids, err := b.resolve(sel)
+func (b *Backend) LogSources(sel string, labels program.LabelSelector) ([]logfile.Source, error) {
+	sts, err := b.Status(sel, labels)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]logfile.Source, 0, len(ids))
-	for _, id := range ids {
+	out := make([]logfile.Source, 0, len(sts))
+	for _, st := range sts {
+		id := st.ID
 		l, err := b.Log(id)
 		if err != nil {
 			return nil, err
@@ -377,12 +425,17 @@ func logDir(path string) (*statedir.Dir, error) {
 // the daemon rejects unknown keys.
 func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	var req struct {
-		Name      string   `json:"name"`
-		Command   []string `json:"command"`
-		Shell     string   `json:"shell"`
-		Instances *int     `json:"instances"`
-		Agent     bool     `json:"agent"`
-		Restart   string   `json:"restart"`
+		Name         string            `json:"name"`
+		Command      []string          `json:"command"`
+		Shell        string            `json:"shell"`
+		Instances    *int              `json:"instances"`
+		Agent        bool              `json:"agent"`
+		Restart      string            `json:"restart"`
+		Labels       map[string]string `json:"labels"`
+		Env          map[string]string `json:"env"`
+		Cwd          string            `json:"cwd"`
+		RemoveOnExit bool              `json:"remove_on_exit"`
+		Autostart    *bool             `json:"autostart"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -390,7 +443,14 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 		return program.Spec{}, fmt.Errorf("%w: %w", program.ErrInvalid, err)
 	}
 	spec := program.Spec{Name: req.Name, Command: req.Command, Shell: req.Shell,
-		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways}
+		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways, Autostart: true,
+		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit}
+	if req.Autostart != nil {
+		spec.Autostart = *req.Autostart
+	}
+	if errs := program.CheckLabels(spec.Labels); errs != nil {
+		return spec, fmt.Errorf("%w: %w", program.ErrInvalid, errs[0])
+	}
 	if req.Instances != nil {
 		spec.Instances = *req.Instances
 	}

@@ -24,14 +24,21 @@ type Events struct {
 // Publish appends an event with the next seq and fans it out; it returns
 // the event.
 func (ev *Events) Publish(kind, id string, data any) program.Event {
+	return ev.PublishLabelled(kind, id, nil, data)
+}
+
+// PublishLabelled is Publish of an event of an instance of a program with
+// these labels.
+func (ev *Events) PublishLabelled(kind, id string, labels map[string]string, data any) program.Event {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
 	e := program.Event{
-		Seq:  uint64(len(ev.log) + 1),
-		TS:   time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(len(ev.log)) * time.Second),
-		Kind: kind,
-		ID:   id,
-		Data: data,
+		Seq:    uint64(len(ev.log) + 1),
+		TS:     time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(len(ev.log)) * time.Second),
+		Kind:   kind,
+		ID:     id,
+		Labels: labels,
+		Data:   data,
 	}
 	if name, _, ok := program.SplitID(id); ok {
 		e.Program = name
@@ -70,6 +77,13 @@ func (ev *Events) Since(since uint64, limit int) ([]program.Event, error) {
 		}
 	}
 	return out, nil
+}
+
+// LastSeq implements api.Events.
+func (ev *Events) LastSeq() uint64 {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return uint64(len(ev.log))
 }
 
 // Subscribe implements api.Events: the backlog after since, then live.

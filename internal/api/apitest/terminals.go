@@ -158,7 +158,7 @@ func (t *Terminals) End(id, state, lifecycle, why, notice string) {
 // lookup returns instance id's status and terminal, or the error the
 // daemon gives: unknown (ErrNotFound), no tty (ErrNotTerminal).
 func (t *Terminals) lookup(id string) (program.Status, *tty, error) {
-	list, err := t.b.Status(id)
+	list, err := t.b.Status(id, nil)
 	if err != nil {
 		return program.Status{}, nil, err
 	}
@@ -202,7 +202,7 @@ func (t *Terminals) Screen(id string, ansi bool) (program.Screen, error) {
 // Input implements api.Terminals: it types into every running tty instance
 // sel names; a name that names none is an error.
 func (t *Terminals) Input(sel string, in program.Input) ([]string, error) {
-	list, err := t.b.Status(sel)
+	list, err := t.b.Status(sel, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -83,11 +83,17 @@ function render() {
 function draw() {
   frame = 0;
   const v = state.view;
-  const terms = v.filter.toLowerCase().split(/\s+/).filter(Boolean);
+  const all = v.filter.toLowerCase().split(/\s+/).filter(Boolean);
+  const terms = all.filter((t) => !t.includes('='));
+  const labels = all.filter((t) => t.includes('=')); // KEY=VALUE: a label the instance has, exactly
   const counts = {all: 0, running: 0, idle: 0, done: 0, error: 0, unknown: 0};
   const ids = [];
   for (const st of state.byId.values()) {
     if (v.agents && !st.agent) continue;
+    if (labels.length) {
+      const has = Object.entries(st.labels || {}).map(([k, val]) => `${k}=${val}`.toLowerCase());
+      if (!labels.every((l) => has.includes(l))) continue;
+    }
     if (terms.length) {
       const hay = `${st.id} ${st.state} ${st.lifecycle} ${st.status_text || ''} ${st.why || ''}`.toLowerCase();
       if (!terms.every((t) => hay.includes(t))) continue;
@@ -271,6 +277,9 @@ function loggedOut() {
 
 function bindControls() {
   const filter = $('filter');
+  // A link can open the dashboard on a session: /?label=session=s-42.
+  const fromURL = new URLSearchParams(location.search).getAll('label').join(' ');
+  if (fromURL) state.view.filter = filter.value = fromURL;
   filter.addEventListener('input', () => { state.view.filter = filter.value; render(); });
   $('agents').addEventListener('change', (e) => { state.view.agents = e.target.checked; render(); });
   $('summary').addEventListener('click', (e) => {

@@ -128,6 +128,8 @@ export class Details {
       st.next_start_at && ['Next start', ago(st.next_start_at)],
       st.wedge && ['Wedged', `${st.wedge.source}: ${st.wedge.detail}`],
       ['Tracking', st.tracking || '—'],
+      Object.keys(st.labels || {}).length > 0 &&
+        ['Labels', Object.entries(st.labels).sort().map(([k, v]) => `${k}=${v}`).join(', ')],
     ]);
     const x = st.last_exit;
     facts(this.q('d-exit'), x ? [

@@ -1,0 +1,170 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/tend-sh/tend/internal/kept"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/restart"
+)
+
+// The intent record (package kept): what the next daemon restores after
+// this one stops uncleanly. An instance hands the record its state when
+// something the record holds changed (report calls keep): a map store on
+// the loop, the disk write is the record's writer's. The Manager restores
+// each instance in one place, where instances are made (growLocked),
+// beside the adoption of its run.
+
+// keptState is what the intent record holds of an instance, in a form
+// cheap to compare at every report: a change of any field is a new record.
+type keptState struct {
+	state    string
+	stopped  bool // by the operator
+	runs     int
+	crashes  int
+	degraded bool
+	restarts program.Restarts
+	last     *program.LastExit // a new value at every end of a run
+	backoff  *program.Backoff
+	next     time.Time
+}
+
+func (in *Instance) keptNow() keptState {
+	return keptState{
+		state: in.state, stopped: in.opStopped,
+		runs: in.runs, crashes: in.hist.CrashCount, degraded: in.hist.Degraded, restarts: in.hist.Restarts,
+		last: in.lastExit, backoff: in.backoff, next: in.nextStart,
+	}
+}
+
+// keep hands the intent record the instance's state if it changed since
+// the last time.
+func (in *Instance) keep() {
+	if in.deps.Intents == nil || in.removing {
+		return // a removed instance's record is deleted with it
+	}
+	now := in.keptNow()
+	if now == in.kept {
+		return
+	}
+	in.kept = now
+	hist := in.hist.Keep(in.spec, time.Now())
+	in.deps.Intents.Put(kept.Intent{
+		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
+		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next,
+	})
+}
+
+// first is what a new instance does once its creator lets it go.
+type first int
+
+const (
+	firstNothing first = iota // at rest, running an adopted run, or in backoff with its timer armed
+	firstStart
+	firstStop // the operator stopped it while its adopted run was being stopped
+)
+
+// firsts are the commands new instances start with.
+type firsts struct{ starts, stops []*Instance }
+
+func (f *firsts) add(o firsts) {
+	f.starts = append(f.starts, o.starts...)
+	f.stops = append(f.stops, o.stops...)
+}
+
+// restore takes up an instance's intent record r (ok: there is one), with
+// adopted saying whether its run was adopted, and says what it does first.
+//
+// Counters (crash_count, restarts, degraded, the budgets' windows),
+// last_exit and the run number are restored whatever the spec. The
+// operator's decisions stand too: a stopped instance stays stopped, and a
+// stop under way is finished. The policy's verdicts (fatal, exited, a
+// backoff and its deadline) stand only under the spec that made them: a
+// program whose spec has changed since (its command fixed, its
+// fatal_exit_codes or restart policy changed) starts, as a reload that
+// changes it would start it, and the kept counters then count on.
+func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
+	if !ok {
+		if adopted || !in.spec.Autostart {
+			return firstNothing
+		}
+		return firstStart
+	}
+	if r.History != nil {
+		in.hist = restart.Restore(*r.History)
+	}
+	in.lastExit = r.LastExit
+	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer
+	in.attempts = in.runs
+	switch {
+	case adopted && r.Stopped:
+		in.opStopped = true
+		return firstStop
+	case adopted:
+		return firstNothing
+	case r.Stopped || r.State == program.StateStopped:
+		in.state, in.opStopped = program.StateStopped, r.Stopped
+		return firstNothing
+	case r.Spec != in.digest:
+		return firstStart
+	case r.State == program.StateFatal || r.State == program.StateExited:
+		in.state = r.State
+		return firstNothing
+	case r.State == program.StateBackoff && !r.NextStart.IsZero():
+		// The remaining wait, then the start the backoff was for.
+		in.state, in.backoff, in.nextStart = program.StateBackoff, r.Backoff, r.NextStart
+		in.arm(max(time.Until(r.NextStart), 0))
+		return firstNothing
+	}
+	return firstStart // running, starting, or stopping to restart: it ran, and should
+}
+
+// SetIntents hands the manager the intent record an earlier daemon left,
+// by id (NAME:K for an instance, NAME for a program's scale): instances
+// and programs made for those ids take them up.
+func (m *Manager) SetIntents(recs map[string]kept.Intent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.intents = recs
+}
+
+// UnclaimedIntents returns (and forgets) the records no instance or
+// program took up: of programs that are no longer configured.
+func (m *Manager) UnclaimedIntents() map[string]kept.Intent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.intents
+	m.intents = nil
+	return r
+}
+
+// claimIntentLocked takes the record of id, if any.
+func (m *Manager) claimIntentLocked(id string) (kept.Intent, bool) {
+	r, ok := m.intents[id]
+	if ok {
+		delete(m.intents, id)
+	}
+	return r, ok
+}
+
+// scaledLocked is spec with the instance count tend scale left in the
+// intent record, if the config's count is still the one it was scaled
+// from (else the config's, and the record goes).
+func (m *Manager) scaledLocked(spec *program.Spec) *program.Spec {
+	r, ok := m.claimIntentLocked(spec.Name)
+	if !ok || r.Instances == nil {
+		return spec
+	}
+	if r.Configured != spec.Instances {
+		m.deps.Intents.Delete(spec.Name) // the config was changed since: it decides
+		return spec
+	}
+	s := *spec
+	s.Instances = *r.Instances
+	return &s
+}
+
+// keepScale records an operator's scale of a program.
+func (m *Manager) keepScale(name string, n, configured int) {
+	m.deps.Intents.Put(kept.Intent{ID: name, Instances: &n, Configured: configured})
+}
