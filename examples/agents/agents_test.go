@@ -192,9 +192,9 @@ func send(t *testing.T, f *fleet, id, text string) {
 // (tend notify --turn active / idle) report its turns. turn_idle_after is
 // an hour, so a turn that ends sooner was ended by the Stop hook.
 func TestCodingAgentHooks(t *testing.T) {
-	f := up(t, "coding-agent", `turn_idle_after = "30s"`, `turn_idle_after = "1h"`)
+	f := up(t, "coding-agent", `turn_idle_after = "30s"`, `turn_idle_after = "1h"`, `turn_grace = "2m"`, `turn_grace = "0s"`)
 	f.needTerminals(t, "coder:0")
-	f.screenShows(t, "coder:0", "> ")
+	f.screenShows(t, "coder:0", "\n>")
 	send(t, f, "coder", "fix the failing test")
 	testutil.Eventually(t, "the prompt-submit hook to start a turn", func() bool {
 		st, err := f.c.Status("coder:0")
@@ -216,7 +216,7 @@ func TestAfterTurn(t *testing.T) {
 		st, err := f.c.Status("after-turn:0")
 		return err == nil && st.State == program.StateRunning
 	})
-	f.screenShows(t, "coder:0", "> ")
+	f.screenShows(t, "coder:0", "\n>")
 	log := filepath.Join(f.dir, "turns.log")
 	lines := func() []string {
 		b, _ := os.ReadFile(log)
