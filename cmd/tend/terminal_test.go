@@ -164,13 +164,27 @@ func TestTerminalVerbs(t *testing.T) {
 	}
 
 	// Read-only without a terminal: the screen, then what comes.
-	watch := tendStart(t, tend, "-c", conf, "attach", "shell:0", "--read-only")
-	testutil.Eventually(t, "the read-only attach to show the screen", func() bool { return strings.Contains(watch.stdout.String(), "42") })
+	var watched, stderr testutil.Buffer
+	watch := exec.Command(tend, "-c", conf, "attach", "shell:0", "--read-only")
+	watch.Stdout, watch.Stderr = &watched, &stderr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- watch.Wait() }()
+	t.Cleanup(func() { watch.Process.Kill(); <-done; done <- nil })
+	testutil.Eventually(t, "the read-only attach to show the screen", func() bool { return strings.Contains(watched.String(), "42") })
 	tendRun(t, tend, "-c", conf, "send", "shell", "echo watched", "--enter")
-	testutil.Eventually(t, "the read-only attach to see the output", func() bool { return strings.Contains(watch.stdout.String(), "watched") })
-	watch.cmd.Process.Signal(syscall.SIGINT)
-	if code := watch.wait(t); code != 0 {
-		t.Errorf("read-only attach after SIGINT: exit %d, stderr %q", code, watch.stderr.String())
+	testutil.Eventually(t, "the read-only attach to see the output", func() bool { return strings.Contains(watched.String(), "watched") })
+	watch.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Errorf("read-only attach after SIGINT: %v, stderr %q", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Error("read-only attach did not end on SIGINT")
 	}
 }
 
