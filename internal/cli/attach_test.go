@@ -38,6 +38,12 @@ type attachRun struct {
 // attachPTY runs tend attach ARGS on a terminal of cols x rows.
 func (d *fakeDaemon) attachPTY(t *testing.T, cols, rows int, args ...string) *attachRun {
 	t.Helper()
+	return d.ptyTend(t, cols, rows, append([]string{"attach"}, args...)...)
+}
+
+// ptyTend runs tend ARGS on a terminal of cols x rows.
+func (d *fakeDaemon) ptyTend(t *testing.T, cols, rows int, args ...string) *attachRun {
+	t.Helper()
 	master, slave, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +77,7 @@ func (d *fakeDaemon) attachPTY(t *testing.T, cols, rows int, args ...string) *at
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		a.code <- mainWith(ctx, append([]string{"--socket", d.sock, "attach"}, args...), slave, slave, &a.stderr)
+		a.code <- mainWith(ctx, append([]string{"--socket", d.sock}, args...), slave, slave, &a.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -416,4 +422,33 @@ func TestDetacher(t *testing.T) {
 	if out, done := d.filter([]byte("\x10\x11")); string(out) != "\x10\x11" || done {
 		t.Errorf("no keys: %q %v", out, done)
 	}
+}
+
+// TestRunTTYAttached: tend run --tty --attach attaches as tend attach does;
+// a detach leaves the run going (exit 0), and the run's end is the exit
+// status.
+func TestRunTTYAttached(t *testing.T) {
+	d := startDaemon(t)
+	a := d.ptyTend(t, 30, 8, "run", "--name", "job", "--tty", "-a", "--", "sh")
+	a.shows(">")
+	a.typed("hi\r")
+	a.shows("you said: hi")
+	if got := string(d.tt.Typed("job:0")); got != "hi\r" {
+		t.Errorf("typed %q", got)
+	}
+	a.typed("\x10\x11")
+	if code := a.exit(); code != 0 || !strings.Contains(a.stderr.String(), "[detached from job:0]") {
+		t.Errorf("detach: exit %d, stderr %q", code, a.stderr.String())
+	}
+	a.restored()
+
+	a = d.ptyTend(t, 30, 8, "run", "--name", "job2", "--tty", "-a", "--", "sh")
+	a.shows(">")
+	code := 3
+	d.ev.Publish(program.KindExited, "job2:0", &program.Exited{Code: &code, LikelyCause: program.CauseRuntimeError})
+	d.tt.End("job2:0", program.StateExited, program.LifecycleError, "exit 3", "")
+	if got := a.exit(); got != 3 {
+		t.Errorf("the run exited 3: tend run exit %d, stderr %q", got, a.stderr.String())
+	}
+	a.restored()
 }

@@ -44,9 +44,12 @@ type tty struct {
 // does: past it the client is sent a fresh screen instead.
 const clientBuffer = 1 << 20
 
-// NewTerminals returns a fake over b's instances.
+// NewTerminals returns a fake over b's instances; a program b adds with
+// tty = true gets an 80x24 terminal per instance, running.
 func NewTerminals(b *Backend) *Terminals {
-	return &Terminals{b: b, ttys: map[string]*tty{}}
+	t := &Terminals{b: b, ttys: map[string]*tty{}}
+	b.newTTY = func(id string) { t.AddTTY(id, 80, 24) }
+	return t
 }
 
 // AddTTY makes instance id (which must be in the Backend) a terminal of
