@@ -53,6 +53,7 @@ type options struct {
 	duration  time.Duration
 	total     int
 	batch     int
+	spread    bool // the soak paces its batches over the duration
 	every     time.Duration
 	runs      int
 	n         int
@@ -80,6 +81,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "the soak's length at most")
 	flag.IntVar(&o.total, "total", 100000, "programs the soak adds and removes at most")
 	flag.IntVar(&o.batch, "batch", 100, "programs added at once in the soak")
+	flag.BoolVar(&o.spread, "spread", false, "spread the soak's -total programs evenly over -duration (else as fast as they go)")
 	flag.DurationVar(&o.every, "every", 10*time.Second, "how often the soak samples the daemon")
 	flag.IntVar(&o.runs, "runs", 50, "timed adds, and timed tend run / floor pairs")
 	flag.IntVar(&o.n, "n", 10000, "programs of the ps phase")
@@ -130,7 +132,7 @@ func main() {
 func run(ctx context.Context, o options, root string, progress io.Writer) (res Results, err error) {
 	res = Results{Started: time.Now().UTC(), Machine: measure.ReadMachine(),
 		Settings: map[string]string{"phases": strings.Join(o.phases, ","), "duration": o.duration.String(),
-			"total": fmt.Sprint(o.total), "batch": fmt.Sprint(o.batch), "every": o.every.String(), "runs": fmt.Sprint(o.runs),
+			"total": fmt.Sprint(o.total), "batch": fmt.Sprint(o.batch), "spread": fmt.Sprint(o.spread), "every": o.every.String(), "runs": fmt.Sprint(o.runs),
 			"n": fmt.Sprint(o.n), "transient": fmt.Sprint(o.transient), "cli": fmt.Sprint(o.cli)}}
 	defer func() { res.Machine.LoadEnd = measure.Loadavg() }()
 	work, err := os.MkdirTemp("", "churn")

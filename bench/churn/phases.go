@@ -50,6 +50,16 @@ func soak(ctx context.Context, o options, bin, dir string, progress io.Writer) (
 				s.At, s.Programs, mib(s.RSS), s.FDs, s.Goroutines, mib(s.Audit))
 			next = next.Add(o.every)
 		}
+		if o.spread { // batch b starts at its share of the duration
+			due := start.Add(time.Duration(float64(o.duration) * float64(res.Programs) / float64(o.total)))
+			if w := time.Until(due); w > 0 {
+				select {
+				case <-time.After(min(w, time.Until(next))):
+					continue // a sample may be due first
+				case <-ctx.Done():
+				}
+			}
+		}
 		n := min(o.batch, o.total-res.Programs)
 		res.Failed += batch(ctx, d.c, "b"+strconv.Itoa(b), n)
 		res.Programs += n

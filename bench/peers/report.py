@@ -15,6 +15,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import harness as H  # noqa: E402
 
 
+NOTES_HEAD = 20  # NOTES.md must name the run's stamp in its first lines
+
+
+def ordered(tools):
+    """tend's columns first (its default mode, then the others), then the peers, then the floor."""
+    def key(t):
+        return (0 if t == "tend" else 1 if t.startswith("tend") else 3 if t == "go-floor" else 2, t)
+    return sorted(tools, key=key)
+
+
+def tool_label(t):
+    return {"tend": "tend (cgroup auto: the default)", "tend-nocgroup": "tend (cgroup off)",
+            "tend-maxrss": "tend (cgroup auto) + max_rss on every program",
+            "go-floor": "floor: a Go loop, a pipe each (no supervisor)"}.get(t, t)
+
+
 def load(path):
     try:
         with open(path) as f:
@@ -40,6 +56,86 @@ def mr(vals, d=1):
     if len(v) == 1:
         return f % v[0]
     return (f + " (" + f + "–" + f + ")") % (H.pct(v, 50), min(v), max(v))
+
+
+def scale_section(L, scales):
+    idle = sorted(set("%.0f s" % sc.get("idle_s", 30) for sc in scales))
+    L.append("## 3. Scale / overhead: N supervised programs\n")
+    L.append("Per cell: median (min–max) over runs. The program is the argv-less sleeper every tool "
+             "execs directly. **PSS** = proportional set size summed over the supervisor's own processes "
+             "(programs excluded; shared pages split fairly), at rest (the end of the idle window) and "
+             "at **peak** (the largest sum a watcher saw sampling every 0.1 s through the whole cell, "
+             "start and listings included; every 9× what a sample took when that is longer: about "
+             "3 s for 10,000 s6 or runit processes); RSS-sum counts shared libraries once per process and "
+             "hugely overstates multi-process supervisors. **Idle CPU** = supervisor CPU time over "
+             "the idle window (%s, after %.0f s settle), as %% of one core. **List** = one full status "
+             "listing through the CLI: **cold** = the first call after ≥ 2 s without one (the first "
+             "after the idle window, then calls spaced 2 s apart; median), warm = back to back (median). "
+             "**up ×floor** = up over the go-floor's up at the same N (a Go loop starting the N programs "
+             "with a pipe each, timed the same way). The harness checks at every step that the "
+             "supervisor is alive: a cell whose supervisor died says \"crashed after …\" and keeps its "
+             "logs; a cell whose programs were not all running within its time limit (start included; "
+             "%s) says \"did not finish\". *left* = programs still alive after the stop (killed by the "
+             "harness).\n"
+             % (", ".join(idle), scales[0]["settle_s"], ", ".join(sorted(set(
+                 "%.0f s" % sc.get("up_timeout_s", 600) for sc in scales)))))
+    if not any("peak_pss_kb" in r for sc in scales for byn in sc["tools"].values() for runs in byn.values() for r in runs):
+        L.append("*(This run predates peak and cold measurement: every tool ran `/bin/sleep 100000` (s6 and "
+                 "runit through a `/bin/sh` run script), PSS was read after the settle, before the idle window "
+                 "and any listing, and the listings ran back to back after it.)*\n")
+    L.append("| tool | N | runs | up (s) | up ×floor | supervisor procs | PSS MiB at rest / **peak** | "
+             "RSS-sum MiB at rest / peak | idle CPU % of a core | list ms **cold** / warm | "
+             "listing complete | stop (s) | left |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    merged = {}
+    for sc in scales:
+        for t, byn in sc["tools"].items():
+            for n, runs in byn.items():
+                merged.setdefault(t, {}).setdefault(int(n), []).extend(runs)
+
+    def med(v):
+        return H.pct(v, 50) if v else None
+    floor_up = {n: med([r["up_s"] for r in runs if "up_s" in r]) for n, runs in merged.get("go-floor", {}).items()}
+    for t in ordered(merged):
+        for n in sorted(merged[t]):
+            runs = merged[t][n]
+            ups = [r["up_s"] for r in runs if "up_s" in r and "error" not in r]
+            ratio = "%.1f×" % (med(ups) / floor_up[n]) if ups and floor_up.get(n) else ""
+            if t == "go-floor":
+                loops = [r.get("loop", {}).get("seconds") for r in runs if r.get("loop")]
+                L.append("| %s | %d | %d | %s (its loop: %s) | 1× |||||||||" % (
+                    tool_label(t), n, len(ups), mr(ups, 2), mr(loops, 2)))
+                continue
+            good = [r for r in runs if "up_s" in r and "idle_cpu_ms" in r and "error" not in r]
+            if not good:
+                why = "; ".join(r.get("error") or r.get("skipped") or "?" for r in runs)
+                logs = [r["logs"] for r in runs if r.get("logs")]
+                if logs:
+                    why += " (logs: %s)" % ", ".join("`%s`" % x for x in logs)
+                left = [r.get("left_behind") for r in runs if r.get("left_behind") is not None]
+                L.append("| %s | %d | %d | %s |||||||||%s |" % (tool_label(t), n, len(runs), why,
+                                                                  mr(left, 0) if left else ""))
+                continue
+            idle_pct = [100 * r["idle_cpu_ms"] / 1000 / r["idle_s"] for r in good]
+            pss = mr([r["pss_kb"] / 1024 for r in good])
+            rss = mr([r["rss_kb"] / 1024 for r in good], 0)
+            if all("peak_pss_kb" in r for r in good):
+                pss += " / **%s**" % mr([r["peak_pss_kb"] / 1024 for r in good])
+                rss += " / %s" % mr([r["peak_rss_kb"] / 1024 for r in good], 0)
+            lst = mr([r["list_ms"]["median"] for r in good], 0)
+            if all("list_cold_ms" in r for r in good):
+                lst = "**%s** / %s" % (mr([r["list_cold_ms"]["median"] for r in good], 0), lst)
+            left = [r.get("left_behind") for r in good if r.get("left_behind") is not None]
+            L.append("| %s | %d | %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                tool_label(t), n, len(good), mr(ups), ratio, good[0]["nproc"], pss, rss,
+                mr(idle_pct, 3), lst, "yes" if all(r["listed_ok"] for r in good) else "NO",
+                mr([r["stop_s"] for r in good]), mr(left, 0) if left else "n/a"))
+    L.append("")
+    peaks = ["%s N=%s %s" % (t, n, "/".join(sorted(set(r.get("peak_pss_phase") or "?" for r in runs))))
+             for t in ordered(merged) for n, runs in sorted(merged[t].items())
+             if any(r.get("peak_pss_phase") for r in runs) and t != "go-floor"]
+    if peaks:
+        L.append("Phase of the PSS peak: " + "; ".join(peaks) + ".\n")
 
 
 def main():
@@ -71,7 +167,16 @@ def main():
     if env:
         L.append("## Machine and versions\n\n```\n" + env.strip() + "\n```\n")
     if notes and os.path.exists(notes):
-        L.append(open(notes).read().rstrip() + "\n")
+        text = open(notes).read()
+        stamp = os.path.basename(os.path.normpath(rd))
+        if stamp in "\n".join(text.splitlines()[:NOTES_HEAD]):
+            L.append(text.rstrip() + "\n")
+        else:
+            # NOTES are written for one run: stale ones are not pasted under new tables
+            sys.stderr.write("report.py: %s does not name %s in its first %d lines: not inserted\n"
+                             % (notes, stamp, NOTES_HEAD))
+            L.append("*(No hand-written reading of this run yet: %s was written for another run.)*\n"
+                     % os.path.basename(notes))
 
     tools_order = []
     for src in (lat, crash):
@@ -81,86 +186,93 @@ def main():
                     tools_order.append(t)
 
     if lat:
-        L.append("## 1. Exit-detection / restart latency (SIGKILL of a supervised `sleep 1000`)\n")
+        L.append("## 1. Exit-detection / restart latency (SIGKILL of a supervised program)\n")
+        new = any("execs" in r for r in lat["tools"].values())
+        program = ("Every tool execs the same argv-less program directly (for s6 and runit `./run` is a "
+                   "symlink to it); `execs` counts the replacement's exec events up to the program (1: its "
+                   "first exec is the program). " if new else "")
         L.append("%d kills per tool (CLI column: %d). Times in ms from just before kill(2), "
-                 "**median / p95**. `exit`/`fork`/`exec` are kernel proc-connector timestamps "
-                 "(no polling, supervisor undisturbed); `status API` = first answer of the cheapest "
-                 "status path showing the new pid (polled only once the replacement exists); "
-                 "`CLI` = kill, then loop the user CLI until it shows the new pid (the polling can "
-                 "wake an event-loop supervisor). Gap between kills: %.1f s.\n"
-                 % (lat["reps"], lat["cli_reps"], lat["gap_s"]))
-        L.append("| tool | kill→old exits | kill→new pid in /proc (fork) | kill→program exec'd | "
+                 "**median / p95**. %s**kill→fork** (the replacement "
+                 "exists) is the supervisor's own reaction and the primary figure; `exec` and `exit` "
+                 "are kernel proc-connector timestamps too (no polling, supervisor undisturbed); "
+                 "`status API` = first answer of the cheapest status path showing the new pid (polled "
+                 "only once the replacement exists); `CLI` = kill, then loop the user CLI until it shows "
+                 "the new pid (the polling can wake an event-loop supervisor). Gap between kills: %.1f s. "
+                 "tend runs with zero backoff here (every restart delay minimised, as for every tool)%s.\n"
+                 % (lat["reps"], lat["cli_reps"], program, lat["gap_s"],
+                    "; its default config is §1b" if lat.get("default_config") else ""))
+        if not new:
+            L.append("*(This run predates the direct exec: every tool ran `/bin/sleep 1000`, s6 and runit "
+                     "through a `/bin/sh` run script, one more exec before the program.)*\n")
+        L.append("| tool | **kill→fork** | kill→exec | execs | kill→old exits | "
                  "kill→status API shows new pid | kill→CLI shows new pid | one CLI call | failures |")
-        L.append("|---|---|---|---|---|---|---|---|")
-        for t, r in lat["tools"].items():
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for t in ordered(lat["tools"]):
+            r = lat["tools"][t]
             if "skipped" in r:
-                L.append("| %s | skipped: %s |||||||" % (t, r["skipped"]))
+                L.append("| %s | skipped: %s ||||||||" % (tool_label(t), r["skipped"]))
                 continue
-            L.append("| %s | %s | %s | %s | %s | %s | %s | %d |" % (
-                t, mp(r["exit_ms"], 2), mp(r["fork_ms"]), mp(r["exec_ms"]), mp(r["status_ms"]),
-                mp(r["cli_ms"]), mp(r["cli_call_ms"]), r["failures"]))
+            execs = "/".join(str(x) for x in r["execs"]) if "execs" in r else "n/a"
+            L.append("| %s | **%s** | %s | %s | %s | %s | %s | %s | %d |" % (
+                tool_label(t), mp(r["fork_ms"], 2), mp(r["exec_ms"], 2), execs, mp(r["exit_ms"], 2),
+                mp(r["status_ms"]), mp(r["cli_ms"]), mp(r["cli_call_ms"]), r["failures"]))
         if any(t.startswith("s6") and "skipped" not in r for t, r in lat["tools"].items()):
             L.append("\ns6's status API column is one `s6-svstat -p` exec per look (s6 has no "
                      "persistent status client), so it is quantised by that exec (4–7 ms on this VM) "
                      "and overstates how late s6 knows the new pid; its fork and exec columns are "
                      "kernel timestamps and are not affected.")
         L.append("\nmin–max of the fork column: " + "; ".join(
-            "%s %.1f–%.1f" % (t, r["fork_ms"]["min"], r["fork_ms"]["max"])
-            for t, r in lat["tools"].items() if "fork_ms" in r and r["fork_ms"].get("n")) + " ms.\n")
+            "%s %.2f–%.2f" % (t, lat["tools"][t]["fork_ms"]["min"], lat["tools"][t]["fork_ms"]["max"])
+            for t in ordered(lat["tools"]) if lat["tools"][t].get("fork_ms", {}).get("n")) + " ms.\n")
+        dc = lat.get("default_config") or {}
+        if dc:
+            L.append("### 1b. tend in its default config (every restart key at its default)\n")
+            L.append("backoff_initial 1 s, doubling per crash (jitter 0.1), counted from the run's **start**: "
+                     "a run older than its backoff is replaced at once, a younger one waits out the rest. "
+                     "Each program is killed twice: once its run is older than 1 s (its **first crash**), "
+                     "then its replacement, %.1f s old for half the programs (**repeated crash, backoff "
+                     "elapsed**: the second crash's backoff is at most 2 s) and %.1f s old for the other half "
+                     "(**repeated crash, backoff not elapsed**: the replacement waits out what is left, "
+                     "which the `backoff` event announces). ms, median / p95.\n"
+                     % (next(iter(dc.values())).get("age_elapsed_s", 2.3), next(iter(dc.values())).get("age_waiting_s", 1.3)))
+            L.append("| tool | first crash: kill→fork | kill→exec | repeated, backoff elapsed: kill→fork | kill→exec | "
+                     "repeated, backoff not elapsed: kill→fork | backoff announced | kill→fork minus it | failures |")
+            L.append("|---|---|---|---|---|---|---|---|---|")
+            for t in ordered(dc):
+                r = dc[t]
+                if "skipped" in r:
+                    L.append("| %s | skipped: %s ||||||||" % (tool_label(t), r["skipped"]))
+                    continue
+                L.append("| %s | **%s** | %s | **%s** | %s | %s | %s | %s | %d |" % (
+                    tool_label(t), mp(r["first_fork_ms"], 2), mp(r["first_exec_ms"], 2),
+                    mp(r["elapsed_fork_ms"], 2), mp(r["elapsed_exec_ms"], 2), mp(r["waiting_fork_ms"], 0),
+                    mp(r["waiting_backoff_ms"], 0), mp(r["waiting_past_backoff_ms"], 2), r["failures"]))
+            L.append("")
 
     if crash:
         L.append("## 2. Crash-loop restart throughput (`/bin/false`, all backoff minimised)\n")
         L.append("%d runs × %.0f s window per tool (fresh supervisor each run, %.0f s warm-up). "
                  "Counted = processes forked by the supervisor that exec'd (kernel events). "
-                 "Supervisor CPU = its own CPU time during the window / restarts.\n"
+                 "Supervisor CPU = its own CPU time during the window / restarts. Every restart delay "
+                 "is minimised: **tend runs with zero backoff** (`backoff_initial = backoff_max = \"0s\"`); "
+                 "with its defaults a crash loop waits 1 s, 2 s, 4 s … up to 60 s between starts.\n"
                  % (len(next(iter(v for v in crash["tools"].values() if "runs" in v))["runs"])
                     if any("runs" in v for v in crash["tools"].values()) else 0,
                     crash["window_s"], crash["warmup_s"]))
         L.append("| tool | restarts/s median (min–max) | supervisor CPU ms per restart, median (min–max) |")
         L.append("|---|---|---|")
-        for t, r in crash["tools"].items():
+        for t in ordered(crash["tools"]):
+            r = crash["tools"][t]
+            name = tool_label(t) + (", zero backoff" if t.startswith("tend") else "")
             if "skipped" in r:
-                L.append("| %s | skipped: %s | |" % (t, r["skipped"]))
+                L.append("| %s | skipped: %s | |" % (name, r["skipped"]))
                 continue
-            L.append("| %s | %s | %s |" % (t, mr([x["rate"] for x in r["runs"]], 1),
+            L.append("| %s | %s | %s |" % (name, mr([x["rate"] for x in r["runs"]], 1),
                                            mr([x["sup_cpu_ms_per_restart"] for x in r["runs"]], 2)))
         L.append("")
 
     if scales:
-        L.append("## 3. Scale / overhead: N supervised `sleep 100000`\n")
-        L.append("Per cell: median (min–max) over runs. PSS = proportional set size summed over the "
-                 "supervisor's own processes (programs excluded; shared pages split fairly); "
-                 "RSS-sum counts shared libraries once per process and hugely overstates "
-                 "multi-process supervisors. Idle CPU = supervisor CPU time over the idle window "
-                 "(after %.0f s settle). List = one full status listing through the CLI. A cell whose "
-                 "programs were not all running within its time limit (start included; %s) has no "
-                 "figures and says so, e.g. \"did not finish in 10 min\".\n"
-                 % (scales[0]["settle_s"], ", ".join(sorted(set(
-                     "%.0f s" % sc.get("up_timeout_s", 600) for sc in scales)))))
-        L.append("| tool | N | runs | up (s) | supervisor procs | PSS MiB | RSS-sum MiB | idle CPU ms / 30 s | "
-                 "list ms | listing complete | stop (s) |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        merged = {}
-        for s in scales:
-            for t, byn in s["tools"].items():
-                for n, runs in byn.items():
-                    merged.setdefault(t, {}).setdefault(int(n), []).extend(runs)
-        for t in merged:
-            for n in sorted(merged[t]):
-                runs = merged[t][n]
-                good = [r for r in runs if "up_s" in r and "idle_cpu_ms" in r]
-                if not good:
-                    why = "; ".join(r.get("error") or r.get("skipped") or "?" for r in runs)
-                    L.append("| %s | %d | %d | %s |||||||" % (t, n, len(runs), why))
-                    continue
-                idle_norm = [r["idle_cpu_ms"] * 30.0 / r["idle_s"] for r in good]
-                L.append("| %s | %d | %d | %s | %d | %s | %s | %s | %s | %s | %s |" % (
-                    t, n, len(good), mr([r["up_s"] for r in good]), good[0]["nproc"],
-                    mr([r["pss_kb"] / 1024 for r in good]), mr([r["rss_kb"] / 1024 for r in good], 0),
-                    mr(idle_norm), mr([r["list_ms"]["median"] for r in good], 0),
-                    "yes" if all(r["listed_ok"] for r in good) else "NO",
-                    mr([r["stop_s"] for r in good])))
-        L.append("")
+        scale_section(L, scales)
 
     if floor:
         L.append("## 4. Physical limit of this machine (no supervisor)\n")

@@ -2,30 +2,39 @@
 # Run every measurement sequentially (never two at once: 2-core machine) and
 # render RESULTS.md.  Results land in results/<UTC timestamp>/.
 # Env knobs: TMPDIR (where every supervisor's working directory goes; default /tmp),
-#            TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters), TEND_BIN, REPS,
-#            CLI_REPS, CRASH_RUNS, SCALE_RUNS, SCALE_IDLE, FLOOR_RUNS, SKIP (space list of
+#            TOOLS, LAT_DEFAULT_TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters),
+#            TEND_BIN, REPS, CLI_REPS, DEFAULT_REPS, CRASH_RUNS, SCALE_NS, SCALE_RUNS, SCALE_IDLE,
+#            SCALE_LISTS, UP_TIMEOUT_10K, FLOOR_RUNS, SKIP (space list of
 #            floor latency crashloop scale scale10k tini).
-# Must run as root (kernel proc connector).  Typical wall time: ~45 min, plus up to
-# ~60 min for the N=10,000 cell (each tool gets 10 min to have every program running).
+# Must run as root (kernel proc connector).  Typical wall time with the defaults on a
+# quiet 2-vCPU VM: about 1 h 40 min (the 150 s idle windows are ~35 min of it; the
+# N=10,000 cell is ~45 min, more when a tool uses its whole 10 min to start).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
-TOOLS="${TOOLS:-tend,supervisord,pm2,s6,s6-noready,runit}"
-SCALE_TOOLS="${SCALE_TOOLS:-tend,tend-maxrss,supervisord,pm2,s6,runit}"
-SCALE10K_TOOLS="${SCALE10K_TOOLS:-tend,s6,runit,supervisord,pm2}"
-REPS="${REPS:-30}"; CLI_REPS="${CLI_REPS:-10}"; CRASH_RUNS="${CRASH_RUNS:-3}"
-SCALE_RUNS="${SCALE_RUNS:-3}"; SCALE_IDLE="${SCALE_IDLE:-30}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
+TOOLS="${TOOLS:-tend,tend-nocgroup,supervisord,pm2,s6,s6-noready,runit}"
+LAT_DEFAULT_TOOLS="${LAT_DEFAULT_TOOLS:-tend,tend-nocgroup}"
+SCALE_TOOLS="${SCALE_TOOLS:-tend,tend-nocgroup,supervisord,pm2,s6,runit,go-floor}"
+SCALE10K_TOOLS="${SCALE10K_TOOLS:-tend,tend-nocgroup,s6,runit,supervisord,pm2,go-floor}"
+REPS="${REPS:-30}"; CLI_REPS="${CLI_REPS:-10}"; DEFAULT_REPS="${DEFAULT_REPS:-20}"; CRASH_RUNS="${CRASH_RUNS:-3}"
+SCALE_NS="${SCALE_NS:-100,1000}"; SCALE_RUNS="${SCALE_RUNS:-1}"; SCALE_IDLE="${SCALE_IDLE:-150}"
+SCALE_LISTS="${SCALE_LISTS:-5}"; UP_TIMEOUT_10K="${UP_TIMEOUT_10K:-600}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
 SKIP="${SKIP:-}"
 [ "$(id -u)" = 0 ] || { echo "run as root (proc connector needs CAP_NET_ADMIN)"; exit 1; }
 ./setup.sh
 out="results/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
+bins="$(mktemp -d /tmp/peers-bin-XXXXXX)"
+trap 'rm -rf "$bins"' EXIT
+# The program every tool runs (programs/sleeper.c) and the go-floor loop, built once.
+gcc -O2 -Wall -o "$bins/sleeper" programs/sleeper.c
+export PEERS_SLEEPER="$bins/sleeper"
+(cd floor/go && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o "$bins/peersfloor" .)
+export PEERS_FLOOR_BIN="$bins/peersfloor"
 # tend: build the binary once for every script (unless TEND_BIN is given)
 if [[ ",$TOOLS,$SCALE_TOOLS,$SCALE10K_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
-  tend_build="$(mktemp -d /tmp/peers-tend-bin-XXXXXX)"
-  trap 'rm -rf "$tend_build"' EXIT
-  (cd ../.. && go build -o "$tend_build/tend" ./cmd/tend)
-  export TEND_BIN="$tend_build/tend"
+  (cd ../.. && go build -o "$bins/tend" ./cmd/tend)
+  export TEND_BIN="$bins/tend"
   export TEND_REV="$(git -C ../.. describe --always --dirty 2>/dev/null || echo '?')"
 fi
 {
@@ -38,7 +47,11 @@ fi
   echo "pm2 $(node -p "require('${PEERS_PM2_DIR:-/tmp/peers-pm2}/node_modules/pm2/package.json').version") node $(node --version)"
   [ -n "${TEND_BIN:-}" ] && echo "tend: $("$TEND_BIN" version) ${TEND_REV:+built from $TEND_REV}"
   echo "python3 $($PY --version 2>&1)   $(go version)"
+  echo "program: programs/sleeper.c (sha256 $(sha256sum programs/sleeper.c | cut -c1-12)), gcc -O2"
   echo "pid_max: $(cat /proc/sys/kernel/pid_max)   descriptors: $(ulimit -Sn)/$(ulimit -Hn)"
+  echo "knobs: TOOLS=$TOOLS LAT_DEFAULT_TOOLS=$LAT_DEFAULT_TOOLS SCALE_TOOLS=$SCALE_TOOLS SCALE10K_TOOLS=$SCALE10K_TOOLS"
+  echo "       REPS=$REPS CLI_REPS=$CLI_REPS DEFAULT_REPS=$DEFAULT_REPS CRASH_RUNS=$CRASH_RUNS SCALE_NS=$SCALE_NS"
+  echo "       SCALE_RUNS=$SCALE_RUNS SCALE_IDLE=$SCALE_IDLE SCALE_LISTS=$SCALE_LISTS UP_TIMEOUT_10K=$UP_TIMEOUT_10K SKIP=$SKIP"
   work="${TMPDIR:-/tmp}"
   fs="$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$work" 2>/dev/null || echo '?')"
   journal=""
@@ -53,19 +66,22 @@ fi
 cat "$out/env.txt"
 skip() { [[ " $SKIP " == *" $1 "* ]]; }
 skip floor     || floor/run_floor.sh "$out/floor.jsonl" "$FLOOR_RUNS" 5 500
-skip latency   || $PY bench_latency.py --tools "$TOOLS" --reps "$REPS" --cli-reps "$CLI_REPS" --out "$out/latency.json"
+skip latency   || $PY bench_latency.py --tools "$TOOLS" --reps "$REPS" --cli-reps "$CLI_REPS" \
+                    --default-tools "$LAT_DEFAULT_TOOLS" --default-reps "$DEFAULT_REPS" --out "$out/latency.json"
 skip crashloop || $PY bench_crashloop.py --tools "$TOOLS" --runs "$CRASH_RUNS" --out "$out/crashloop.json"
 skip tini      || $PY bench_tini.py --reps "$REPS" --out "$out/tini.json"
 if ! skip scale; then
-  $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 100,500 --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" --out "$out/scale_100_500.json"
-  $PY bench_scale.py --tools "$SCALE_TOOLS" --ns 1000 --runs 1 --idle "$SCALE_IDLE" --out "$out/scale_1000.json"
+  $PY bench_scale.py --tools "$SCALE_TOOLS" --ns "$SCALE_NS" --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" \
+    --lists "$SCALE_LISTS" --out "$out/scale_${SCALE_NS//,/_}.json"
 fi
 # N=10,000: one run per tool, 10 minutes for every program to run (else the cell says
-# "did not finish in 10 min"), 3 listings (s6's is one s6-svstat exec per service).
+# "did not finish in 10 min"), 3 listings cold and 3 warm (s6's is one s6-svstat exec
+# per service).
 if ! skip scale10k && [ -n "$SCALE10K_TOOLS" ]; then
   $PY bench_scale.py --tools "$SCALE10K_TOOLS" --ns 10000 --runs 1 --idle "$SCALE_IDLE" --lists 3 \
-    --up-timeout 600 --deadline 7200 --out "$out/scale_10000.json"
+    --up-timeout "$UP_TIMEOUT_10K" --deadline 9000 --out "$out/scale_10000.json"
 fi
+echo "finished: $(date -u +%FT%TZ)   loadavg: $(cat /proc/loadavg)" >> "$out/env.txt"
 notes=()
 [ -f NOTES.md ] && notes=(--notes NOTES.md)
 $PY report.py "$out" RESULTS.md "${notes[@]}"

@@ -42,8 +42,9 @@ type options struct {
 	warmup       time.Duration // crash loop runs this long before its window opens
 	kills        int           // SIGKILLs per variant, zero backoff
 	gap          time.Duration // pause before each kill, the instance at rest
-	defaultKills int           // SIGKILLs per variant, default config
+	defaultKills int           // SIGKILLs per variant, default config (first crashes; each followed by a second)
 	age          time.Duration // a default-config run's age when killed
+	ages         repeatAges    // a second run's age when killed: past its backoff, within it
 	cgroup       string        // "" find a directory, "off", or a directory in a cgroup2 mount
 }
 
@@ -54,8 +55,10 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "crash-loop warm-up before its window")
 	flag.IntVar(&o.kills, "kills", 200, "SIGKILLs per variant with zero backoff")
 	flag.DurationVar(&o.gap, "gap", 50*time.Millisecond, "pause with the instance at rest before each kill")
-	flag.IntVar(&o.defaultKills, "default-kills", 60, "SIGKILLs per variant with the default config")
+	flag.IntVar(&o.defaultKills, "default-kills", 40, "programs per variant with the default config, each killed twice (its first crash, then its second)")
 	flag.DurationVar(&o.age, "age", 1200*time.Millisecond, "age of a default-config run when killed (more than backoff_initial, 1s)")
+	flag.DurationVar(&o.ages.elapsed, "repeat-elapsed-age", 2300*time.Millisecond, "age of a second run killed past its backoff (more than 2x backoff_initial)")
+	flag.DurationVar(&o.ages.waiting, "repeat-waiting-age", 1300*time.Millisecond, "age of a second run killed within its backoff (less than 2x backoff_initial less its jitter)")
 	flag.StringVar(&o.cgroup, "cgroup", "", `cgroup variants: "" a fresh directory below this process's cgroup2 group, "off", or a directory`)
 	flag.StringVar(&out, "out", "", "results directory (default: bench/restart/results of the module)")
 	flag.StringVar(&peersDir, "peers", "", "a bench/peers results directory (bench/peers/results/STAMP) of the same session, for the peers' column")
@@ -158,6 +161,7 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 	res.Settings = Settings{
 		Duration: measure.NewMs(o.duration), Warmup: measure.NewMs(o.warmup), Kills: o.kills, Gap: measure.NewMs(o.gap),
 		DefaultKills: o.defaultKills, Age: measure.NewMs(o.age), CgroupFlag: o.cgroup,
+		AgeElapsed: measure.NewMs(o.ages.elapsed), AgeWaiting: measure.NewMs(o.ages.waiting),
 		Config:   configZero + ": backoff_initial = backoff_max = \"0s\", max_crashes = 10^9; " + configDefault + ": no key set",
 		Programs: "crash loop: /bin/false; latency: sleep 100000",
 	}
@@ -185,6 +189,13 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 		d.BackoffInitial, d.BackoffMax, d.BackoffJitter, d.StableRunReset, d.MaxCrashes)
 	if o.age <= d.BackoffInitial {
 		return res, fmt.Errorf("-age %v is not past backoff_initial (%v): the replacement would wait", o.age, d.BackoffInitial)
+	}
+	// A second crash waits min(2 x backoff_initial, backoff_max), drawn
+	// from [(1 - jitter) x that, that], from the run's start.
+	second := min(2*d.BackoffInitial, d.BackoffMax)
+	if o.ages.elapsed <= second || float64(o.ages.waiting) >= float64(second)*(1-d.BackoffJitter) {
+		return res, fmt.Errorf("-repeat-elapsed-age %v must pass and -repeat-waiting-age %v stay within the second crash's backoff (%v less %.0f%% jitter)",
+			o.ages.elapsed, o.ages.waiting, second, 100*d.BackoffJitter)
 	}
 	cg, why := openCgroups(o.cgroup)
 	res.Cgroup.NotMeasured = why
@@ -220,8 +231,9 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 		return res, fmt.Errorf("exit latency, zero backoff: %w", err)
 	}
 	if o.defaultKills > 0 {
-		fmt.Fprintf(progress, "exit latency, default config: %d SIGKILLs per variant, each of a fresh run %v old\n", o.defaultKills, o.age)
-		lat, err := r.latencyDefault(ctx, specs["default"], cg, o.defaultKills, o.age, o.gap)
+		fmt.Fprintf(progress, "exit latency, default config: %d programs per variant, each killed %v old, then its replacement %v or %v old\n",
+			o.defaultKills, o.age, o.ages.elapsed, o.ages.waiting)
+		lat, err := r.latencyDefault(ctx, specs["default"], cg, o.defaultKills, o.age, o.ages, o.gap)
 		res.Latency = append(res.Latency, lat...)
 		if err != nil {
 			return res, fmt.Errorf("exit latency, default config: %w", err)

@@ -23,7 +23,7 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	o := options{duration: 300 * time.Millisecond, warmup: 100 * time.Millisecond, kills: 10, gap: 20 * time.Millisecond,
-		defaultKills: 2, age: 1100 * time.Millisecond}
+		defaultKills: 2, age: 1100 * time.Millisecond, ages: repeatAges{elapsed: 2100 * time.Millisecond, waiting: 1100 * time.Millisecond}}
 	var progress bytes.Buffer
 	res, err := run(ctx, o, &progress)
 	if err != nil {
@@ -54,19 +54,33 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 			t.Errorf("crash loop: %+v", c)
 		}
 	}
-	if len(res.Latency) != 2*variants {
-		t.Fatalf("%d latency variants, want %d", len(res.Latency), 2*variants)
+	if len(res.Latency) != 4*variants {
+		t.Fatalf("%d latency variants, want %d", len(res.Latency), 4*variants)
 	}
 	for _, l := range res.Latency {
-		want := o.kills
-		if l.Config == configDefault {
-			want = o.defaultKills
-			if len(l.Ages) != want {
-				t.Errorf("%s/%s: %d ages", l.Config, l.Tracking, len(l.Ages))
+		want, age := o.kills, time.Duration(0)
+		switch l.Config {
+		case configDefault:
+			want, age = o.defaultKills, o.age
+		case configRepeatElapsed:
+			want, age = o.defaultKills/2, o.ages.elapsed
+		case configRepeatWaiting:
+			want, age = o.defaultKills/2, o.ages.waiting
+		}
+		if l.Config != configZero {
+			if len(l.Ages) != want || len(l.Backoffs) != want {
+				t.Errorf("%s/%s: %d ages, %d backoffs", l.Config, l.Tracking, len(l.Ages), len(l.Backoffs))
 			}
 			for _, a := range l.Ages {
-				if a.D() < o.age {
-					t.Errorf("%s/%s: a run killed %v old, want %v", l.Config, l.Tracking, a.D(), o.age)
+				if a.D() < age {
+					t.Errorf("%s/%s: a run killed %v old, want %v", l.Config, l.Tracking, a.D(), age)
+				}
+			}
+			for i, b := range l.Backoffs {
+				// Only a second run killed within its backoff waits, and then
+				// the replacement comes after the wait announced.
+				if waits := l.Config == configRepeatWaiting; waits != (b > 0) || (waits && l.Spawned[i] < b) {
+					t.Errorf("%s/%s: backoff %v announced, replacement after %v", l.Config, l.Tracking, b.D(), l.Spawned[i].D())
 				}
 			}
 		}
@@ -105,10 +119,11 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 		t.Errorf("report.txt is not the report of results.json")
 	}
 	out := b.String()
-	wants := []string{"crash loop restarts (group)", "kill -> exited event, p50 (zero_backoff, group)",
-		"kill -> replacement exec'd, p50 (default, group)", "runit", "bench/peers run 20261202T145158Z"}
+	wants := []string{"crash loop restarts, zero backoff", "kill -> exited event, p50 (zero backoff)",
+		"default config, first crash", "repeated crash, backoff elapsed", "repeated crash, backoff ahead", "past that wait",
+		"runit", "bench/peers run 20261202T145158Z"}
 	if variants == 2 {
-		wants = append(wants, "cgroup placement adds, p50 (zero_backoff)", "cgroup placement adds, p50 (default)")
+		wants = append(wants, "without cgroups (group)", "cgroup placement adds, p50 (zero backoff)", "  cgroup placement adds, p50")
 	}
 	for _, want := range wants {
 		if !strings.Contains(out, want) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -175,7 +177,7 @@ type router struct {
 func newRouter() *router { return &router{chans: map[string]chan stamped{}} }
 
 func (rt *router) see(s stamped) {
-	if s.e.Kind != program.KindSpawned && s.e.Kind != program.KindExited {
+	if s.e.Kind != program.KindSpawned && s.e.Kind != program.KindExited && s.e.Kind != program.KindBackoff {
 		return
 	}
 	rt.mu.Lock()
@@ -233,8 +235,14 @@ func (r *rig) add(ctx context.Context, rt *router, m *supervisor.Manager, spec p
 }
 
 // kill waits gap with the victim at rest, SIGKILLs its run and records
-// kill -> exited and kill -> replacement spawned.
+// kill -> exited and kill -> replacement spawned in v.res.
 func (r *rig) kill(ctx context.Context, v *victim, gap time.Duration) error {
+	return r.killInto(ctx, v, gap, v.res)
+}
+
+// killInto is kill recording into res: the run's age when killed (default
+// configs) and the wait a backoff event announced, if one came.
+func (r *rig) killInto(ctx context.Context, v *victim, gap time.Duration, res *Latency) error {
 	if err := r.waitRunning(ctx, v.id, v.pid, gap); err != nil {
 		return err
 	}
@@ -250,14 +258,20 @@ func (r *rig) kill(ctx context.Context, v *victim, gap time.Duration) error {
 	if got := ex.e.Data.(*program.Exited).PID; got != v.pid {
 		return fmt.Errorf("%s: exited pid %d, killed %d", v.id, got, v.pid)
 	}
-	sp, err := next(ctx, v.evs, program.KindSpawned)
+	var wait time.Duration
+	sp, err := next(ctx, v.evs, program.KindSpawned, program.KindBackoff)
+	if err == nil && sp.e.Kind == program.KindBackoff {
+		wait = time.Duration(sp.e.Data.(*program.Backoff).MS) * time.Millisecond
+		sp, err = next(ctx, v.evs, program.KindSpawned)
+	}
 	if err != nil {
 		return err
 	}
-	v.res.Exited = append(v.res.Exited, measure.NewMs(ex.at.Sub(t0)))
-	v.res.Spawned = append(v.res.Spawned, measure.NewMs(sp.at.Sub(t0)))
-	if v.res.Config == configDefault {
-		v.res.Ages = append(v.res.Ages, measure.NewMs(age))
+	res.Exited = append(res.Exited, measure.NewMs(ex.at.Sub(t0)))
+	res.Spawned = append(res.Spawned, measure.NewMs(sp.at.Sub(t0)))
+	if res.Config != configZero {
+		res.Ages = append(res.Ages, measure.NewMs(age))
+		res.Backoffs = append(res.Backoffs, measure.NewMs(wait))
 	}
 	v.pid, v.started = sp.e.Data.(*program.Spawned).PID, sp.at
 	return nil
@@ -280,13 +294,26 @@ func (r *rig) latencyZero(ctx context.Context, spec program.Spec, cg *cgroups, k
 }
 
 // latencyDefault times what a user gets with every key at its default:
-// backoff_initial is 1s, counted from the run's start (docs/restarts.md#the-crash-backoff), so a run
-// older than that which is killed restarts at once. Each sample is a fresh
-// program (crash_count 0 before its first crash, as for a long-running
-// worker whose count stable_run_reset reset) killed once it is age old;
-// the variants alternate, each pair started together.
-func (r *rig) latencyDefault(ctx context.Context, spec program.Spec, cg *cgroups, kills int, age, gap time.Duration) (res []Latency, err error) {
-	return r.latency(ctx, cg, configDefault, spec, func(rt *router, first []*victim) error {
+// backoff_initial is 1s, doubling per crash, counted from the run's start,
+// so a run older than its backoff which is killed restarts at once. Each
+// sample is a fresh program (crash_count 0 before its first crash, as for a
+// long-running worker whose count stable_run_reset reset) killed once it is
+// age old: its first crash. Then its replacement is killed too, its second
+// crash: at ages.elapsed (past that crash's backoff, at most 2s) in even
+// samples, at ages.waiting (within it) in odd ones, where the replacement
+// waits out the rest. The variants take turns, each pair started together
+// (the second's first run is then older than age: no matter, it is past
+// its backoff either way).
+func (r *rig) latencyDefault(ctx context.Context, spec program.Spec, cg *cgroups, kills int, age time.Duration, ages repeatAges, gap time.Duration) (res []Latency, err error) {
+	repeats := map[string]*Latency{} // config + tracking -> samples
+	repeat := func(v *victim, config string) *Latency {
+		k := config + "/" + v.res.Tracking
+		if repeats[k] == nil {
+			repeats[k] = &Latency{Config: config, Tracking: v.res.Tracking}
+		}
+		return repeats[k]
+	}
+	res, err = r.latency(ctx, cg, configDefault, spec, func(rt *router, first []*victim) error {
 		for i := range kills {
 			vs := first
 			if i > 0 {
@@ -299,12 +326,24 @@ func (r *rig) latencyDefault(ctx context.Context, spec program.Spec, cg *cgroups
 					vs = append(vs, v)
 				}
 			}
+			config, again := configRepeatElapsed, ages.elapsed
+			if i%2 == 1 {
+				config, again = configRepeatWaiting, ages.waiting
+			}
+			// One variant's two kills, then the other's: a replacement
+			// waiting out its backoff must not age the other's second run.
 			for j := range vs {
 				v := vs[(i+j)%len(vs)]
 				if err := measure.Sleep(ctx, time.Until(v.started.Add(age))); err != nil {
 					return err
 				}
 				if err := r.kill(ctx, v, gap); err != nil {
+					return err
+				}
+				if err := measure.Sleep(ctx, time.Until(v.started.Add(again))); err != nil {
+					return err
+				}
+				if err := r.killInto(ctx, v, gap, repeat(v, config)); err != nil {
 					return err
 				}
 			}
@@ -317,7 +356,20 @@ func (r *rig) latencyDefault(ctx context.Context, spec program.Spec, cg *cgroups
 		}
 		return nil
 	})
+	for _, config := range []string{configRepeatElapsed, configRepeatWaiting} {
+		for _, l := range res[:min(len(res), 2)] {
+			if rp := repeats[config+"/"+l.Tracking]; rp != nil {
+				rp.Others = l.Others
+				res = append(res, *rp)
+			}
+		}
+	}
+	return res, err
 }
+
+// repeatAges are the ages at which latencyDefault kills a program's second
+// run: past its backoff, and within it.
+type repeatAges struct{ elapsed, waiting time.Duration }
 
 // latency runs body on one victim per variant, each in its own Manager,
 // and returns the variants' samples.
@@ -362,19 +414,19 @@ func remove(v *victim) error {
 	return v.m.Remove(ctx, v.name)
 }
 
-// next returns the next event, failing on any other kind: an instance's
-// events alternate spawned, exited.
-func next(ctx context.Context, evs <-chan stamped, kind string) (stamped, error) {
+// next returns the next event, failing on any kind but those given: an
+// instance's events alternate spawned, exited (a backoff between them).
+func next(ctx context.Context, evs <-chan stamped, kinds ...string) (stamped, error) {
 	t := time.NewTimer(eventWait)
 	defer t.Stop()
 	select {
 	case s := <-evs:
-		if s.e.Kind != kind {
-			return s, fmt.Errorf("%s: got %s event, want %s", s.e.ID, s.e.Kind, kind)
+		if !slices.Contains(kinds, s.e.Kind) {
+			return s, fmt.Errorf("%s: got %s event, want %s", s.e.ID, s.e.Kind, strings.Join(kinds, " or "))
 		}
 		return s, nil
 	case <-t.C:
-		return stamped{}, fmt.Errorf("no %s event within %v", kind, eventWait)
+		return stamped{}, fmt.Errorf("no %s event within %v", strings.Join(kinds, " or "), eventWait)
 	case <-ctx.Done():
 		return stamped{}, ctx.Err()
 	}

@@ -41,8 +41,8 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 		return
 	}
 	s := runs[0].Settings
-	fmt.Fprintf(w, "settings: window %v; %d kills per variant with zero backoff, %d with the default config (runs %v old), %v at rest before each\n",
-		s.Duration.D(), s.Kills, s.DefaultKills, s.Age.D(), s.Gap.D())
+	fmt.Fprintf(w, "settings: window %v; %d kills per variant with zero backoff, %d with the default config (runs %v old, then their replacements %v or %v old), %v at rest before each\n",
+		s.Duration.D(), s.Kills, s.DefaultKills, s.Age.D(), s.AgeElapsed.D(), s.AgeWaiting.D(), s.Gap.D())
 	if pr != nil {
 		fmt.Fprintf(w, "peers: %s (%s); each section's figures are medians there\n", pr.Cite(), pr.Dir)
 	} else {
@@ -54,79 +54,117 @@ func printReport(w io.Writer, runs []Results, pr *peers.Run) {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\ttend\ttarget\tverdict\tpeers")
-	t := table{measure.Table[Results]{W: tw, Runs: runs}}
+	// tend's default mode (cgroups, where a hierarchy is writable, as here)
+	// first, which the verdicts judge; without cgroups beside it.
+	def, other := program.TrackingCgroup, program.TrackingGroup
+	if !slices.ContainsFunc(runs, func(r Results) bool { return r.Cgroup.Dir != "" }) {
+		def = program.TrackingGroup
+	}
+	if def == program.TrackingGroup {
+		other = ""
+		fmt.Fprintf(tw, "measure\ttend (%s)\twith cgroups: not measured\ttarget\tverdict\tpeers\n", def)
+	} else {
+		fmt.Fprintf(tw, "measure\ttend, default (%s)\twithout cgroups (%s)\ttarget\tverdict\tpeers\n", def, other)
+	}
+	t := table{measure.Table[Results]{W: tw, Runs: runs, Two: true}}
 	pc := peerCols{pr}
-
-	t.row("baseline fork+exec+wait /bin/true", func(r Results) (float64, bool) { return r.Baseline.rate(), r.Baseline.Spawns > 0 },
-		perSec, "", nil, pc.floorSpawn())
-	for _, tr := range []string{program.TrackingGroup, program.TrackingCgroup} {
-		get := func(r Results) (Crash, bool) {
+	crash := func(tr string, f func(Crash, Results) float64) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) {
 			for _, c := range r.Crash {
 				if c.Tracking == tr {
-					return c, true
+					return f(c, r), true
 				}
 			}
-			return Crash{}, false
-		}
-		if !t.any(func(r Results) bool { _, ok := get(r); return ok }) {
-			t.missing("crash loop ("+tr+")", runs)
-			continue
-		}
-		peerRate, peerCPU := "", ""
-		if tr == program.TrackingGroup {
-			peerRate, peerCPU = pc.crash(false), pc.crash(true)
-		}
-		t.row("crash loop restarts ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.rate(), ok },
-			perSec, fmt.Sprintf(">= %.0f/s", targetRestartsPerSec), func(v float64) bool { return v >= targetRestartsPerSec }, peerRate)
-		t.row("crash loop / baseline ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.rate() / r.Baseline.rate(), ok },
-			func(v float64) string { return fmt.Sprintf("%.2f", v) }, fmt.Sprintf(">= %.2f", targetRatio), func(v float64) bool { return v >= targetRatio }, pc.crashRatio())
-		t.row("daemon CPU per restart ("+tr+")", func(r Results) (float64, bool) { c, ok := get(r); return c.cpuPerRestart(), ok },
-			msf, "<= "+msf(targetCPUPerRestart), func(v float64) bool { return v <= targetCPUPerRestart }, peerCPU)
-	}
-	for _, cfg := range []string{configZero, configDefault} {
-		for _, tr := range []string{program.TrackingGroup, program.TrackingCgroup} {
-			name := cfg + ", " + tr
-			if !t.any(func(r Results) bool { return lat(r, cfg, tr) != nil }) {
-				t.missing("kill -> replacement exec'd ("+name+")", runs)
-				continue
-			}
-			exited := func(p float64) func(Results) (float64, bool) {
-				return func(r Results) (float64, bool) { l := lat(r, cfg, tr); return pct(l, false, p), l != nil }
-			}
-			spawned := func(p float64) func(Results) (float64, bool) {
-				return func(r Results) (float64, bool) { l := lat(r, cfg, tr); return pct(l, true, p), l != nil }
-			}
-			if cfg == configZero && tr == program.TrackingGroup {
-				t.row("kill -> exited event, p50 ("+name+")", exited(50), msf, "<= "+msd(targetExitedP50), under(targetExitedP50), pc.waitFloor())
-				t.row("kill -> exited event, p95", exited(95), msf, "", nil, "")
-				t.row("kill -> exited event, p99", exited(99), msf, "<= "+msd(targetExitedP99), under(targetExitedP99), "")
-			} else {
-				t.row("kill -> exited event, p50 ("+name+")", exited(50), msf, "", nil, "")
-			}
-			peerP50, peerP95 := "", ""
-			if cfg == configZero && tr == program.TrackingGroup {
-				peerP50, peerP95 = pc.exec(false), pc.exec(true)
-			}
-			// The zero-backoff cgroup variant is judged by what placement adds.
-			target, pass := "", (func(float64) bool)(nil)
-			if tr == program.TrackingGroup || cfg == configDefault {
-				target, pass = "<= "+msd(targetReplacedP50), under(targetReplacedP50)
-			}
-			t.row("kill -> replacement exec'd, p50 ("+name+")", spawned(50), msf, target, pass, peerP50)
-			t.row("kill -> replacement exec'd, p95", spawned(95), msf, "", nil, peerP95)
-			t.row("kill -> replacement exec'd, p99", spawned(99), msf, "", nil, "")
-			if tr == program.TrackingCgroup {
-				added := func(r Results) (float64, bool) {
-					g, c := lat(r, cfg, program.TrackingGroup), lat(r, cfg, program.TrackingCgroup)
-					return pct(c, true, 50) - pct(g, true, 50), g != nil && c != nil
-				}
-				t.row("cgroup placement adds, p50 ("+cfg+")", added, msf, "<= "+msd(targetPlacement), under(targetPlacement), "")
-			}
+			return 0, false
 		}
 	}
+	both := func(name string, get func(string) func(Results) (float64, bool), f func(float64) string, target string, pass func(float64) bool, peers string) {
+		var o func(Results) (float64, bool)
+		if other != "" {
+			o = get(other)
+		}
+		t.Row2(name, get(def), o, f, target, pass, peers)
+	}
+	t.row("baseline fork+exec+wait /bin/true", func(r Results) (float64, bool) { return r.Baseline.rate(), r.Baseline.Spawns > 0 },
+		perSec, "", nil, pc.floorSpawn())
+	both("crash loop restarts, zero backoff", func(tr string) func(Results) (float64, bool) {
+		return crash(tr, func(c Crash, _ Results) float64 { return c.rate() })
+	}, perSec, fmt.Sprintf(">= %.0f/s", targetRestartsPerSec), func(v float64) bool { return v >= targetRestartsPerSec }, pc.crash(false))
+	both("crash loop / baseline", func(tr string) func(Results) (float64, bool) {
+		return crash(tr, func(c Crash, r Results) float64 { return c.rate() / r.Baseline.rate() })
+	}, func(v float64) string { return fmt.Sprintf("%.2f", v) }, fmt.Sprintf(">= %.2f", targetRatio), func(v float64) bool { return v >= targetRatio }, pc.crashRatio())
+	both("daemon CPU per restart", func(tr string) func(Results) (float64, bool) {
+		return crash(tr, func(c Crash, _ Results) float64 { return c.cpuPerRestart() })
+	}, msf, "<= "+msf(targetCPUPerRestart), func(v float64) bool { return v <= targetCPUPerRestart }, pc.crash(true))
+	lats := func(cfg string, spawned bool, p float64) func(string) func(Results) (float64, bool) {
+		return func(tr string) func(Results) (float64, bool) {
+			return func(r Results) (float64, bool) { l := lat(r, cfg, tr); return pct(l, spawned, p), l != nil }
+		}
+	}
+	both("kill -> exited event, p50 (zero backoff)", lats(configZero, false, 50), msf, "<= "+msd(targetExitedP50), under(targetExitedP50), pc.waitFloor())
+	both("  p95", lats(configZero, false, 95), msf, "", nil, "")
+	both("  p99", lats(configZero, false, 99), msf, "<= "+msd(targetExitedP99), under(targetExitedP99), "")
+	both("kill -> replacement exec'd, p50 (zero backoff)", lats(configZero, true, 50), msf, "<= "+msd(targetReplacedP50), under(targetReplacedP50), pc.exec(false))
+	both("  p95", lats(configZero, true, 95), msf, "", nil, pc.exec(true))
+	both("  p99", lats(configZero, true, 99), msf, "", nil, "")
+	if other != "" {
+		t.row("cgroup placement adds, p50 (zero backoff)", added(configZero), msf, "<= "+msd(targetPlacement), under(targetPlacement), "")
+	}
+	both("default config, first crash: kill -> replacement exec'd, p50", lats(configDefault, true, 50), msf, "<= "+msd(targetReplacedP50), under(targetReplacedP50), "")
+	both("  p95", lats(configDefault, true, 95), msf, "", nil, "")
+	both("  p99", lats(configDefault, true, 99), msf, "", nil, "")
+	if other != "" {
+		t.row("  cgroup placement adds, p50", added(configDefault), msf, "<= "+msd(targetPlacement), under(targetPlacement), "")
+	}
+	both("default config, repeated crash, backoff elapsed: kill -> exec'd, p50", lats(configRepeatElapsed, true, 50), msf,
+		"<= "+msd(targetReplacedP50), under(targetReplacedP50), "")
+	both("  p95", lats(configRepeatElapsed, true, 95), msf, "", nil, "")
+	both("default config, repeated crash, backoff ahead: kill -> exec'd, p50", lats(configRepeatWaiting, true, 50), msf, "", nil, "")
+	both("  the backoff's announced wait, p50", func(tr string) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) {
+			l := lat(r, configRepeatWaiting, tr)
+			return ms(measure.Percentile(backoffs(l), 50).D()), l != nil
+		}
+	}, msf, "", nil, "")
+	both("  kill -> exec'd past that wait, p50", func(tr string) func(Results) (float64, bool) {
+		return func(r Results) (float64, bool) {
+			l := lat(r, configRepeatWaiting, tr)
+			return ms(measure.Percentile(pastBackoff(l), 50).D()), l != nil
+		}
+	}, msf, "", nil, "")
 	tw.Flush()
 	writeDetails(w, runs)
+}
+
+// added is what cgroup placement adds to kill -> exec'd, p50, in config.
+func added(config string) func(Results) (float64, bool) {
+	return func(r Results) (float64, bool) {
+		g, c := lat(r, config, program.TrackingGroup), lat(r, config, program.TrackingCgroup)
+		return pct(c, true, 50) - pct(g, true, 50), g != nil && c != nil
+	}
+}
+
+// backoffs are the waits l's backoff events announced.
+func backoffs(l *Latency) []measure.Ms {
+	if l == nil {
+		return nil
+	}
+	return l.Backoffs
+}
+
+// pastBackoff is each of l's kill -> exec'd less the wait its backoff
+// event announced: how late the replacement came after the backoff ended.
+func pastBackoff(l *Latency) []measure.Ms {
+	if l == nil {
+		return nil
+	}
+	var out []measure.Ms
+	for i, s := range l.Spawned {
+		if i < len(l.Backoffs) {
+			out = append(out, s-l.Backoffs[i])
+		}
+	}
+	return out
 }
 
 // table is the report's table with what only this report needs.
@@ -136,20 +174,6 @@ type table struct {
 
 func (t table) row(name string, get func(Results) (float64, bool), f func(float64) string, target string, pass func(float64) bool, peers string) {
 	t.Row(name, get, f, target, pass, peers)
-}
-
-func (t table) any(f func(Results) bool) bool { return slices.ContainsFunc(t.Runs, f) }
-
-// missing says why a variant has no figures.
-func (t table) missing(name string, runs []Results) {
-	why := "not measured"
-	for _, r := range runs {
-		if r.Cgroup.NotMeasured != "" {
-			why += ": " + r.Cgroup.NotMeasured
-			break
-		}
-	}
-	t.Line(name, why)
 }
 
 // lat is the latency variant of r, or nil.
@@ -330,11 +354,19 @@ func writeDetails(w io.Writer, runs []Results) {
 - Event times are taken when Publish returns: numbered, appended to the audit
   file and fanned out. The spawned event follows ForkExec, which returns only
   once the replacement has exec'd, so it bounds "exec'd" from above.
-- Default config: every key at its default (backoff_initial 1s). docs/restarts.md#the-crash-backoff counts
-  the backoff from the run's start, so a run older than backoff_initial that
-  is killed is replaced at once. Each sample is a fresh program killed once
-  (crash_count 0 before it, as for a long-running worker whose count
-  stable_run_reset has reset), so no sample waits for a backoff.
+- Default config: every key at its default (backoff_initial 1s, doubling per
+  crash, jitter 0.1). The backoff counts from the run's start, so a run older
+  than its backoff that is killed is replaced at once. Each sample is a fresh
+  program killed once its run is older than backoff_initial (its first crash:
+  crash_count 0 before it, as for a long-running worker whose count
+  stable_run_reset has reset), then its replacement killed too (its second
+  crash, backoff 1.8-2 s from that run's start): older than 2 s in half the
+  samples (replaced at once), younger in the other half, where the replacement
+  waits out what is left of it, as the backoff event announces: that row is
+  the backoff, not the mechanism; "past that wait" is the mechanism's share.
+- The columns: tend's default mode first (cgroups here; the verdicts judge
+  it), without cgroups beside it. The crash loop runs with zero backoff: with
+  the defaults it would wait 1 s, 2 s, 4 s ... up to 60 s between starts.
 - Variants of one config alternate kill by kill (cgroup and not), so both see
   the same machine; "placement adds" is the difference of their p50s.
   Cgroup variants run in an explicit directory (daemon.cgroup = DIR), so the

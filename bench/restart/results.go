@@ -23,16 +23,18 @@ type Results struct {
 
 // Settings are the knobs of the run (the flags).
 type Settings struct {
-	Duration     measure.Ms `json:"duration_ms"`      // baseline and crash-loop window
-	Warmup       measure.Ms `json:"warmup_ms"`        // crash loop before its window
-	Kills        int        `json:"kills"`            // per variant, zero backoff
-	Gap          measure.Ms `json:"gap_ms"`           // pause before each kill, the instance at rest
-	DefaultKills int        `json:"default_kills"`    // per variant, default config
-	Age          measure.Ms `json:"default_age_ms"`   // a default-config run's age when killed
-	CgroupFlag   string     `json:"cgroup_flag"`      // -cgroup as given ("" = found)
-	Config       string     `json:"config_variants"`  // what each config variant sets
-	Programs     string     `json:"programs_argv"`    // the programs run
-	Defaults     string     `json:"default_settings"` // the default config's relevant keys
+	Duration     measure.Ms `json:"duration_ms"`           // baseline and crash-loop window
+	Warmup       measure.Ms `json:"warmup_ms"`             // crash loop before its window
+	Kills        int        `json:"kills"`                 // per variant, zero backoff
+	Gap          measure.Ms `json:"gap_ms"`                // pause before each kill, the instance at rest
+	DefaultKills int        `json:"default_kills"`         // per variant, default config (first crashes; half as many of each repeated kind)
+	Age          measure.Ms `json:"default_age_ms"`        // a default-config run's age when killed
+	AgeElapsed   measure.Ms `json:"repeat_elapsed_age_ms"` // a second run's age when killed, its backoff elapsed
+	AgeWaiting   measure.Ms `json:"repeat_waiting_age_ms"` // a second run's age when killed, its backoff ahead
+	CgroupFlag   string     `json:"cgroup_flag"`           // -cgroup as given ("" = found)
+	Config       string     `json:"config_variants"`       // what each config variant sets
+	Programs     string     `json:"programs_argv"`         // the programs run
+	Defaults     string     `json:"default_settings"`      // the default config's relevant keys
 }
 
 // CgroupInfo says where the cgroup variants ran, or why they did not.
@@ -74,15 +76,21 @@ func (c Crash) cpuPerRestart() float64 {
 // Config variants of the latency phases.
 const (
 	configZero    = "zero_backoff" // backoff_initial = backoff_max = 0
-	configDefault = "default"      // every key at its default; each run killed older than backoff_initial
+	configDefault = "default"      // every key at its default; a fresh program's run killed older than backoff_initial: its first crash
+	// The same program's next run killed too: its second crash, whose
+	// backoff (2 s, less its jitter, from the run's start) has elapsed...
+	configRepeatElapsed = "default_repeat_elapsed"
+	// ...or has not: the replacement waits out what is left.
+	configRepeatWaiting = "default_repeat_waiting"
 )
 
 // Latency is one variant of the exit-latency phase: one sample per kill.
 type Latency struct {
-	Config   string       `json:"config"`     // configZero or configDefault
-	Tracking string       `json:"tracking"`   // "group" or "cgroup"
-	Exited   []measure.Ms `json:"exited_ms"`  // kill -> exited event published
-	Spawned  []measure.Ms `json:"spawned_ms"` // kill -> the replacement's spawned event published
-	Ages     []measure.Ms `json:"ages_ms,omitempty"`
+	Config   string       `json:"config"`                // configZero or configDefault
+	Tracking string       `json:"tracking"`              // "group" or "cgroup"
+	Exited   []measure.Ms `json:"exited_ms"`             // kill -> exited event published
+	Spawned  []measure.Ms `json:"spawned_ms"`            // kill -> the replacement's spawned event published
+	Ages     []measure.Ms `json:"ages_ms,omitempty"`     // each killed run's age (default configs)
+	Backoffs []measure.Ms `json:"backoffs_ms,omitempty"` // the wait each backoff event announced (0: none)
 	Others   float64      `json:"others_cpus"`
 }

@@ -33,6 +33,9 @@ const (
 	listEvery  = 20 * time.Millisecond
 )
 
+// memEvery is the pace of the memory watch, from tend up to tend down.
+const memEvery = 100 * time.Millisecond
+
 // fleetSpec is one fleet to run.
 type fleetSpec struct {
 	label     string
@@ -42,6 +45,7 @@ type fleetSpec struct {
 	cgroup    string // [daemon] cgroup; "" = the default (auto)
 	listings  bool   // time listings, tend ps and tend status
 	reads     bool   // time sweeps of the groups' memory files
+	floor     bool   // first time a Go loop starting as many sleeps
 }
 
 func (fs fleetSpec) n() int { return fs.programs * fs.instances }
@@ -84,11 +88,26 @@ func runFleet(ctx context.Context, bins binaries, dir string, o options, fs flee
 	if err != nil {
 		return res, nil, err
 	}
+	if fs.floor {
+		fmt.Fprintf(progress, "  floor: a Go loop starting %d sleeps with a pipe each\n", fs.n())
+		fl, err := measureFloor(ctx, fs.n(), sleep)
+		if err != nil {
+			return res, nil, fmt.Errorf("floor: %w", err)
+		}
+		res.Floor = &fl
+	}
 	d, err := startDaemon(bins.tend, dir, fleetConfig(fs.programs, fs.instances, sleep, fs.defaults, fs.cgroup))
 	if err != nil {
 		return res, nil, err
 	}
+	mw := measure.WatchMem(d.pid, memEvery, "start")
+	stopWatch := func() {
+		if mw != nil {
+			res.Peak, mw = mw.Stop(), nil
+		}
+	}
 	defer func() {
+		stopWatch()
 		err = errors.Join(err, finish(d))
 		res.Notes = daemonNotes(d)
 	}()
@@ -105,14 +124,17 @@ func runFleet(ctx context.Context, bins binaries, dir string, o options, fs flee
 		if res.Mem, err = readMemory(d.pid); err != nil {
 			return res, nil, err
 		}
+		stopWatch()
 		fmt.Fprintf(progress, "  tend down\n")
 		return res, nil, timeDown(ctx, d, &res)
 	}
 	fmt.Fprintf(progress, "  %d running after %v (%d spawn_failed, tracking %s); settling %v, then idle for %v\n",
 		n, res.AllRunning.D().Round(time.Millisecond), res.Failed, res.Tracking, o.settle, o.idle)
+	mw.Phase("settle")
 	if err := measure.Sleep(ctx, o.settle); err != nil {
 		return res, nil, err
 	}
+	mw.Phase("idle")
 	u, err := sampleUsage(d.pid)
 	if err != nil {
 		return res, nil, err
@@ -127,17 +149,21 @@ func runFleet(ctx context.Context, bins binaries, dir string, o options, fs flee
 		return res, nil, err
 	}
 	if fs.listings {
-		fmt.Fprintf(progress, "  %d GET /v1/status, %d tend ps, %d tend status ID\n", o.requests, o.cliRuns, o.cliRuns)
-		if err := measureListings(ctx, d, o, fs, &res); err != nil {
+		mw.Phase("listings")
+		fmt.Fprintf(progress, "  %d cold GET /v1/status and tend ps (%v apart), %d warm GET /v1/status, %d tend ps, %d tend status ID and hello\n",
+			o.cold, o.coldGap, o.requests, o.cliRuns, o.cliRuns)
+		if err := measureListings(ctx, d, bins, o, fs, &res); err != nil {
 			return res, nil, err
 		}
 	}
 	if fs.reads {
+		mw.Phase("sweeps")
 		fmt.Fprintf(progress, "  %d sweeps of the groups' memory files\n", o.sweeps)
 		if reads, err = measureReads(d, o.sweeps, res.Tracking); err != nil {
 			return res, nil, err
 		}
 	}
+	stopWatch()
 	fmt.Fprintf(progress, "  tend down\n")
 	return res, reads, timeDown(ctx, d, &res)
 }
@@ -313,10 +339,37 @@ func isNotFound(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
-// measureListings times o.requests full listings through the Go client and
-// raw, then o.cliRuns execs of tend ps and of tend status ID, each after
-// warm-up calls.
-func measureListings(ctx context.Context, d *daemon, o options, fs fleetSpec, res *Fleet) error {
+// measureListings times o.cold cold full listings, raw, and o.cold cold
+// tend ps, alternating, each the first request after o.coldGap without one
+// (the first follows the idle window); then, warm, o.requests full listings
+// through the Go client and raw, and o.cliRuns execs of tend ps and of tend
+// status ID (each followed by a Go hello world), each after warm-up calls.
+func measureListings(ctx context.Context, d *daemon, bins binaries, o options, fs fleetSpec, res *Fleet) error {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	for i := range o.cold {
+		if i > 0 {
+			if err := measure.Sleep(ctx, o.coldGap); err != nil {
+				return err
+			}
+		}
+		t0 := time.Now()
+		if _, err := rawGet(d.raw, "/v1/status"); err != nil {
+			return err
+		}
+		res.StatusCold = append(res.StatusCold, measure.NewMs(time.Since(t0)))
+		if err := measure.Sleep(ctx, o.coldGap); err != nil {
+			return err
+		}
+		took, err := d.tend(ctx, null, "ps")
+		if err != nil {
+			return err
+		}
+		res.PSCold = append(res.PSCold, measure.NewMs(took))
+	}
 	for i := range 2 + o.requests {
 		t0 := time.Now()
 		list, err := d.client.List(false)
@@ -345,11 +398,6 @@ func measureListings(ctx context.Context, d *daemon, o options, fs fleetSpec, re
 			res.StatusRaw = append(res.StatusRaw, measure.NewMs(took))
 		}
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
 	mid := program.InstanceID(fmt.Sprintf("p%d", fs.programs/2), 0)
 	for i := range 1 + o.cliRuns {
 		took, err := d.tend(ctx, null, "ps")
@@ -365,8 +413,13 @@ func measureListings(ctx context.Context, d *daemon, o options, fs fleetSpec, re
 		if err != nil {
 			return err
 		}
+		hello, err := d.exec(ctx, null, bins.hello)
+		if err != nil {
+			return err
+		}
 		if i >= 1 {
 			res.StatusCLI = append(res.StatusCLI, measure.NewMs(took))
+			res.Hello = append(res.Hello, measure.NewMs(hello))
 		}
 	}
 	return nil

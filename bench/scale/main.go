@@ -7,7 +7,11 @@
 // idle CPU with the memory watchdog on every instance (with cgroups and
 // without, and the reads of the groups' memory files) and of idle agents;
 // the loading of large configs; the event fan-out to many SSE subscribers,
-// and an sd_notify STATUS= message reaching the status API.
+// and an sd_notify STATUS= message reaching the status API. Listings are
+// timed cold (each the first request after 2 s without one) beside warm, the
+// daemon's memory at its peak over the fleet's life beside at rest, each
+// plain fleet size beside a Go loop starting as many sleeps (the floor) and
+// at 1,000 and 10,000 beside the same fleet with cgroups off.
 //
 // Every sample goes to bench/scale/results/STAMP/results.json with the
 // settings, the machine and the commit; the report is derived from that
@@ -46,6 +50,7 @@ import (
 // options are the knobs of one benchmark run.
 type options struct {
 	ns          []int         // instances of each plain fleet
+	offNs       []int         // sizes run again with cgroup = "off" (tend's other mode), beside
 	instances   int           // per program in the plain fleets
 	watched     int           // instances of the max_rss fleets; 0 = none
 	agents      int           // instances of the agents fleet; 0 = none
@@ -54,6 +59,8 @@ type options struct {
 	settle      time.Duration // pause between the fleet running and the idle window
 	requests    int           // timed GET /v1/status listings
 	cliRuns     int           // timed tend ps and tend status runs, each
+	cold        int           // cold GET /v1/status and tend ps, each
+	coldGap     time.Duration // quiet before a cold request
 	loadRuns    int           // timed config loads per shape
 	sweeps      int           // timed sweeps of the groups' memory files
 	kills       int           // SIGKILLs per fan-out round; 0 = no event daemon
@@ -76,16 +83,19 @@ const (
 
 func main() {
 	var o options
-	var ns, out, peersDir, report string
+	var ns, offNs, out, peersDir, report string
 	flag.StringVar(&ns, "n", "100,1000,10000", "instances of each plain fleet, comma-separated")
+	flag.StringVar(&offNs, "off-n", "1000,10000", `sizes of plain fleets run again with cgroup = "off", beside the default mode; "" for none`)
 	flag.IntVar(&o.instances, "instances", 1, "instances per program in the plain fleets (n/instances programs)")
 	flag.IntVar(&o.watched, "watched", 1000, "instances of the max_rss fleets (with cgroups and without); 0 = none")
 	flag.IntVar(&o.agents, "agents", 1000, "instances of the idle-agents fleet; 0 = none")
 	flag.StringVar(&o.cgroup, "cgroup", "", `[daemon] cgroup of the plain fleets: "" its default (auto), "off", or a directory`)
-	flag.DurationVar(&o.idle, "idle", 10*time.Second, "window of each idle-CPU measure")
+	flag.DurationVar(&o.idle, "idle", 150*time.Second, "window of each idle-CPU measure (>= 150s sees Go's forced collection, every 2 min, and the event prune)")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "pause between the fleet running and the idle window (bench/peers settles 5s)")
 	flag.IntVar(&o.requests, "requests", 50, "timed GET /v1/status listings per plain fleet")
-	flag.IntVar(&o.cliRuns, "cli", 20, "timed execs of tend ps and of tend status ID per plain fleet")
+	flag.IntVar(&o.cliRuns, "cli", 20, "timed execs of tend ps and of tend status ID (and of a Go hello world) per plain fleet")
+	flag.IntVar(&o.cold, "cold", 5, "cold GET /v1/status and tend ps per plain fleet, each the first request after -cold-gap")
+	flag.DurationVar(&o.coldGap, "cold-gap", 2*time.Second, "quiet before each cold request (the daemon reuses process samples up to 1s old)")
 	flag.IntVar(&o.loadRuns, "loads", 5, "timed config loads per shape")
 	flag.IntVar(&o.sweeps, "sweeps", 20, "timed sweeps of the groups' memory files")
 	flag.IntVar(&o.kills, "kills", 100, "SIGKILLs per fan-out round; 0 = no event daemon")
@@ -129,13 +139,14 @@ func main() {
 		printReport(os.Stdout, runs, pr)
 		return
 	}
-	for _, s := range strings.Split(ns, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "scale: -n: %q is not a positive number\n", s)
-			os.Exit(2)
-		}
-		o.ns = append(o.ns, n)
+	var err error
+	if o.ns, err = sizes(ns); err != nil {
+		fmt.Fprintln(os.Stderr, "scale: -n:", err)
+		os.Exit(2)
+	}
+	if o.offNs, err = sizes(offNs); err != nil {
+		fmt.Fprintln(os.Stderr, "scale: -off-n:", err)
+		os.Exit(2)
 	}
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
@@ -171,15 +182,34 @@ func main() {
 	fmt.Fprintf(os.Stderr, "results: %s\n", dir)
 }
 
+// sizes parses a comma-separated list of positive numbers ("" is none).
+func sizes(list string) ([]int, error) {
+	var out []int
+	for s := range strings.SplitSeq(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func (o options) check() error {
-	for _, n := range o.ns {
+	for _, n := range append(slices.Clone(o.ns), o.offNs...) {
 		if o.instances < 1 || n%o.instances != 0 {
 			return fmt.Errorf("-n %d is not a multiple of -instances %d", n, o.instances)
 		}
 	}
-	if len(o.ns) == 0 || o.idle <= 0 || o.settle < 0 || o.requests < 1 || o.cliRuns < 1 || o.loadRuns < 1 || o.sweeps < 1 ||
+	if o.cgroup == "off" && len(o.offNs) > 0 {
+		return errors.New(`-cgroup off leaves no other mode for -off-n (set -off-n "")`)
+	}
+	if len(o.ns) == 0 || o.idle <= 0 || o.settle < 0 || o.requests < 1 || o.cliRuns < 1 || o.cold < 1 || o.coldGap < 0 || o.loadRuns < 1 || o.sweeps < 1 ||
 		o.kills < 0 || o.subscribers < 0 || o.notifies < 1 || o.gap < 0 || o.watched < 0 || o.agents < 0 || o.upTimeout <= 0 || o.stall <= 0 {
-		return errors.New("-n, -idle, -requests, -cli, -loads, -sweeps, -notifies, -up-timeout and -stall must be positive; -watched, -agents, -kills not negative")
+		return errors.New("-n, -idle, -requests, -cli, -cold, -loads, -sweeps, -notifies, -up-timeout and -stall must be positive; -watched, -agents, -kills, -cold-gap not negative")
 	}
 	return nil
 }
@@ -208,8 +238,9 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 	start := time.Now()
 	res = Results{Bench: "scale", Stamp: measure.Stamp(start), Machine: measure.ReadMachine()}
 	res.Settings = Settings{
-		Ns: o.ns, Instances: o.instances, Watched: o.watched, Agents: o.agents, Cgroup: o.cgroup,
+		Ns: o.ns, OffNs: o.offNs, Instances: o.instances, Watched: o.watched, Agents: o.agents, Cgroup: o.cgroup,
 		Idle: measure.NewMs(o.idle), Settle: measure.NewMs(o.settle), Requests: o.requests, CLIRuns: o.cliRuns,
+		Cold: o.cold, ColdGap: measure.NewMs(o.coldGap), MemEvery: measure.NewMs(memEvery),
 		LoadRuns: o.loadRuns, Sweeps: o.sweeps, Kills: o.kills, Subscribers: o.subscribers, Notifies: o.notifies,
 		Gap: measure.NewMs(o.gap), UpTimeout: measure.NewMs(o.upTimeout), Stall: measure.NewMs(o.stall),
 		Program: "sleep 100000",
@@ -229,7 +260,7 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 		}
 	}()
 
-	fmt.Fprintf(progress, "building tend and the notifier\n")
+	fmt.Fprintf(progress, "building tend, the notifier and hello\n")
 	bins, err := build(ctx, dir, progress)
 	if err != nil {
 		return res, err
@@ -247,7 +278,10 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 
 	var fleets []fleetSpec
 	for _, n := range o.ns {
-		fleets = append(fleets, fleetSpec{label: "plain", programs: n / o.instances, instances: o.instances, cgroup: o.cgroup, listings: true})
+		fleets = append(fleets, fleetSpec{label: labelPlain, programs: n / o.instances, instances: o.instances, cgroup: o.cgroup, listings: true, floor: true})
+	}
+	for _, n := range o.offNs {
+		fleets = append(fleets, fleetSpec{label: labelPlainOff, programs: n / o.instances, instances: o.instances, cgroup: "off", listings: true})
 	}
 	if o.watched > 0 {
 		fleets = append(fleets,
@@ -278,11 +312,18 @@ func run(ctx context.Context, o options, progress io.Writer) (res Results, err e
 	return res, nil
 }
 
-// plain returns the plain fleets of r, smallest first.
-func plain(r Results) []Fleet {
+// Labels of the plain fleets: tend's default mode (cgroups as -cgroup
+// says, "auto" by default), and the other mode beside it.
+const (
+	labelPlain    = "plain"
+	labelPlainOff = "plain, cgroup off"
+)
+
+// plain returns the plain fleets of r labelled label, smallest first.
+func plain(r Results, label string) []Fleet {
 	var fs []Fleet
 	for _, f := range r.Fleets {
-		if f.Label == "plain" {
+		if f.Label == label {
 			fs = append(fs, f)
 		}
 	}

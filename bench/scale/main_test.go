@@ -27,9 +27,9 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	o := options{ns: []int{20}, instances: 5, watched: 10, agents: 10, idle: 300 * time.Millisecond, settle: 100 * time.Millisecond,
-		requests: 5, cliRuns: 2, loadRuns: 2, sweeps: 3, kills: 5, subscribers: 5, notifies: 5, gap: 10 * time.Millisecond,
-		upTimeout: time.Minute, stall: 30 * time.Second}
+	o := options{ns: []int{20}, offNs: []int{20}, instances: 5, watched: 10, agents: 10, idle: 300 * time.Millisecond, settle: 100 * time.Millisecond,
+		requests: 5, cliRuns: 2, cold: 2, coldGap: 100 * time.Millisecond, loadRuns: 2, sweeps: 3, kills: 5, subscribers: 5, notifies: 5,
+		gap: 10 * time.Millisecond, upTimeout: time.Minute, stall: 30 * time.Second}
 	var progress bytes.Buffer
 	res, err := run(ctx, o, &progress)
 	if err != nil {
@@ -38,8 +38,8 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	if kids := measure.Children(); len(kids) > 0 {
 		t.Errorf("children left: %v", kids)
 	}
-	if len(res.Fleets) != 4 {
-		t.Fatalf("%d fleets, want 4", len(res.Fleets))
+	if len(res.Fleets) != 5 {
+		t.Fatalf("%d fleets, want 5", len(res.Fleets))
 	}
 	for _, f := range res.Fleets {
 		if f.Error != "" || f.Running != f.N || f.Spawned < f.N || f.Failed != 0 {
@@ -59,13 +59,25 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 		if f.DownCLI <= 0 || f.DownExit <= 0 {
 			t.Errorf("%s down: cli %v, exit %v", f.Label, f.DownCLI.D(), f.DownExit.D())
 		}
+		if f.Peak.Samples == 0 || f.Peak.PSS < f.Mem.PSS || f.Peak.RSS < f.Peak.PSS || f.Peak.HighWater <= 0 || f.Peak.PSSPhase == "" {
+			t.Errorf("%s: peak %+v against %+v at rest", f.Label, f.Peak, f.Mem)
+		}
 	}
-	f := res.Fleets[0]
-	if f.Programs != 4 || f.Instances != 5 {
-		t.Errorf("plain fleet of %d x %d", f.Programs, f.Instances)
+	for _, f := range res.Fleets[:2] {
+		if f.Programs != 4 || f.Instances != 5 {
+			t.Errorf("%s fleet of %d x %d", f.Label, f.Programs, f.Instances)
+		}
+		if len(f.StatusCold) != o.cold || len(f.PSCold) != o.cold || len(f.Status) != o.requests || len(f.StatusRaw) != o.requests ||
+			len(f.PS) != o.cliRuns || len(f.StatusCLI) != o.cliRuns || len(f.Hello) != o.cliRuns || f.StatusBytes <= 0 {
+			t.Errorf("%s listings: %d cold, %d cold ps, %d status, %d raw, %d ps, %d status CLI, %d hello, %d bytes", f.Label, len(f.StatusCold),
+				len(f.PSCold), len(f.Status), len(f.StatusRaw), len(f.PS), len(f.StatusCLI), len(f.Hello), f.StatusBytes)
+		}
 	}
-	if len(f.Status) != o.requests || len(f.StatusRaw) != o.requests || len(f.PS) != o.cliRuns || len(f.StatusCLI) != o.cliRuns || f.StatusBytes <= 0 {
-		t.Errorf("listings: %d status, %d raw, %d ps, %d status CLI, %d bytes", len(f.Status), len(f.StatusRaw), len(f.PS), len(f.StatusCLI), f.StatusBytes)
+	if f := res.Fleets[0]; f.Label != labelPlain || f.Floor == nil || f.Floor.Started != f.N || f.Floor.Took <= 0 || f.Floor.Error != "" {
+		t.Errorf("%s: floor %+v", f.Label, f.Floor)
+	}
+	if f := res.Fleets[1]; f.Label != labelPlainOff || f.Cgroup != "off" || f.Floor != nil {
+		t.Errorf("the other mode's fleet: %s, cgroup %q, floor %v", f.Label, f.Cgroup, f.Floor)
 	}
 	if len(res.ConfigLoad) != 2 || len(res.ConfigLoad[1].Samples) != o.loadRuns || res.ConfigLoad[1].Instances != 5 {
 		t.Errorf("config loads: %+v", res.ConfigLoad)
@@ -107,7 +119,8 @@ func TestMeasurementsProduceNumbers(t *testing.T) {
 	if a.String() != b.String() || string(saved) != b.String() {
 		t.Errorf("the report of the file differs from the run's:\n%s\n---\n%s", b.String(), a.String())
 	}
-	for _, want := range []string{"N = 20 (4 programs x 5)", "start -> all running", "descriptors per running instance", "tend status ID, median",
+	for _, want := range []string{"N = 20 (4 programs x 5)", "cgroup off (group)", "start -> all running", "Go loop starting as many sleeps",
+		"daemon PSS, peak", "tend ps, cold, median", "tend status ID over hello", "descriptors per running instance", "tend status ID, median",
 		"idle CPU, 10 idle agents", "idle CPU, max_rss, cgroup off on 10", "config load, 20 programs x 1", "added by the crowd, p50",
 		"STATUS= sent -> GET status, p50", "bench/peers run 20261202T145158Z"} {
 		if !strings.Contains(b.String(), want) {
@@ -131,8 +144,11 @@ func TestPeerColumns(t *testing.T) {
 	if got := pc.scale("pss"); !strings.Contains(got, "pm2: did not finish in 10 min") {
 		t.Errorf("pss at 1000 with pm2 cut short: %q", got)
 	}
-	if v, ok := pc.fastestCLI(); !ok || v <= 0 || v > 2 {
-		t.Errorf("fastest CLI %v %v", v, ok)
+	if got := pc.cli(); !strings.Contains(got, "runit") || !strings.Contains(got, "tend there") {
+		t.Errorf("one CLI call: %q", got)
+	}
+	if got := pc.scale("list_cold"); strings.Contains(got, " ms") {
+		t.Errorf("cold listings of a run that had none: %q", got)
 	}
 }
 
@@ -171,5 +187,25 @@ func TestConfigShapes(t *testing.T) {
 	}
 	if got := configShapes([]int{1000}, 10); !slices.Equal(got, [][2]int{{1000, 1}, {100, 10}}) {
 		t.Errorf("shapes with 10 instances: %v", got)
+	}
+}
+
+// The peers' cold listings, peaks and floor, from a run of the issue-22 harness.
+func TestPeerColumnsIssue22(t *testing.T) {
+	pr, err := peers.Load("../internal/peers/testdata/issue22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := peerCols{pr, 1000}
+	if v, ok := pc.listCold("runit"); !ok || v <= 0 {
+		t.Errorf("runit's cold listing %v %v", v, ok)
+	}
+	for _, what := range []string{"list_cold", "peak_pss", "up_floor"} {
+		if got := pc.scale(what); !strings.HasPrefix(got, "runit ") || !strings.Contains(got, "; tend there ") {
+			t.Errorf("%s: %q", what, got)
+		}
+	}
+	if got := pc.floor(); !strings.HasPrefix(got, "go-floor there: all running ") {
+		t.Errorf("floor: %q", got)
 	}
 }

@@ -16,7 +16,42 @@ type peerCols struct {
 	n int
 }
 
-// scale formats what of the scale benchmark: up, pss, idle, list or stop.
+// median is the median of tool's figure f over its good runs at p.n.
+func (p peerCols) median(tool string, f func(peers.Scale) (float64, bool)) (float64, bool) {
+	if p.r == nil {
+		return 0, false
+	}
+	var vals []float64
+	for _, s := range p.r.Scale[tool][p.n] {
+		if v, has := f(s); s.Ok() && has {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return 0, false
+	}
+	slices.Sort(vals)
+	return vals[(len(vals)-1)/2], true
+}
+
+// floor formats the bench/peers go-floor at p.n: its start as timed like a
+// supervisor's, and its loop's own time.
+func (p peerCols) floor() string {
+	up, ok := p.median("go-floor", func(s peers.Scale) (float64, bool) { return s.UpS, true })
+	if !ok {
+		return ""
+	}
+	loop, _ := p.median("go-floor", func(s peers.Scale) (float64, bool) { return s.Loop.Seconds, true })
+	return fmt.Sprintf("go-floor there: all running %.2f s (its loop %.2f s)", up, loop)
+}
+
+// listCold is tool's cold listing at p.n, ms.
+func (p peerCols) listCold(tool string) (float64, bool) {
+	return p.median(tool, func(s peers.Scale) (float64, bool) { return s.ListCold.Median, s.ListCold.N > 0 })
+}
+
+// scale formats what of the scale benchmark: up, up_floor, pss, peak_pss,
+// idle, list, list_cold or stop.
 func (p peerCols) scale(what string) string {
 	if p.r == nil {
 		return ""
@@ -29,9 +64,13 @@ func (p peerCols) scale(what string) string {
 	var cells []cell
 	tools := slices.Sorted(maps.Keys(p.r.Scale))
 	var tendThere string
+	floorUp, hasFloor := p.median("go-floor", func(s peers.Scale) (float64, bool) { return s.UpS, true })
 	for _, tool := range tools {
 		runs := p.r.Scale[tool][p.n]
-		if len(runs) == 0 || tool == "tend-maxrss" {
+		if len(runs) == 0 || (strings.HasPrefix(tool, "tend") && tool != "tend") || tool == "go-floor" {
+			continue
+		}
+		if what == "up_floor" && !hasFloor {
 			continue
 		}
 		var vals []float64
@@ -44,12 +83,22 @@ func (p peerCols) scale(what string) string {
 			switch what {
 			case "up":
 				vals = append(vals, s.UpS)
+			case "up_floor":
+				vals = append(vals, s.UpS/floorUp)
 			case "pss":
 				vals = append(vals, s.PSSKB*1024)
+			case "peak_pss":
+				if s.PeakPSSKB > 0 {
+					vals = append(vals, s.PeakPSSKB*1024)
+				}
 			case "idle":
 				vals = append(vals, s.IdlePercent())
 			case "list":
 				vals = append(vals, s.List.Median)
+			case "list_cold":
+				if s.ListCold.N > 0 {
+					vals = append(vals, s.ListCold.Median)
+				}
 			case "stop":
 				vals = append(vals, s.StopS)
 			}
@@ -66,11 +115,13 @@ func (p peerCols) scale(what string) string {
 			switch what {
 			case "up", "stop":
 				c.text = fmt.Sprintf("%s %.1f s", tool, c.v)
-			case "pss":
+			case "up_floor":
+				c.text = fmt.Sprintf("%s %.1fx", tool, c.v)
+			case "pss", "peak_pss":
 				c.text = fmt.Sprintf("%s %s", tool, mib(c.v))
 			case "idle":
 				c.text = fmt.Sprintf("%s %s", tool, pct(c.v))
-			case "list":
+			case "list", "list_cold":
 				c.text = fmt.Sprintf("%s %.0f ms", tool, c.v)
 			}
 		}
@@ -123,18 +174,4 @@ func (p peerCols) cli() string {
 		s += fmt.Sprintf("; tend there %.1f", l.CLICall.Median)
 	}
 	return s + " ms (one CLI call, §1)"
-}
-
-// fastestCLI is the fastest peer's one CLI call, ms.
-func (p peerCols) fastestCLI() (float64, bool) {
-	if p.r == nil {
-		return 0, false
-	}
-	best, ok := 0.0, false
-	for _, n := range peers.Peers(p.r.Latency) {
-		if l := p.r.Latency[n]; l.Skipped == "" && l.CLICall.N > 0 && (!ok || l.CLICall.Median < best) {
-			best, ok = l.CLICall.Median, true
-		}
-	}
-	return best, ok
 }

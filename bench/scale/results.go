@@ -24,16 +24,20 @@ type Results struct {
 // Settings are the knobs of the run (the flags).
 type Settings struct {
 	Ns          []int      `json:"ns"`        // instances of each plain fleet
+	OffNs       []int      `json:"off_ns"`    // sizes run again with cgroup = "off"
 	Instances   int        `json:"instances"` // per program in the plain fleets
 	Watched     int        `json:"watched"`   // instances of the max_rss fleets; 0 = none
 	Agents      int        `json:"agents"`    // instances of the agents fleet; 0 = none
 	Cgroup      string     `json:"cgroup"`    // [daemon] cgroup of the plain fleets
 	Idle        measure.Ms `json:"idle_ms"`
 	Settle      measure.Ms `json:"settle_ms"`
-	Requests    int        `json:"requests"`  // timed GET /v1/status listings
-	CLIRuns     int        `json:"cli_runs"`  // timed tend ps and tend status ID execs, each
-	LoadRuns    int        `json:"load_runs"` // timed config loads per shape
-	Sweeps      int        `json:"sweeps"`    // timed sweeps of the groups' memory files
+	Requests    int        `json:"requests"` // timed GET /v1/status listings
+	CLIRuns     int        `json:"cli_runs"` // timed tend ps and tend status ID execs, each
+	Cold        int        `json:"cold"`     // cold GET /v1/status and tend ps, each
+	ColdGap     measure.Ms `json:"cold_gap_ms"`
+	MemEvery    measure.Ms `json:"memory_every_ms"` // the memory watch's pace
+	LoadRuns    int        `json:"load_runs"`       // timed config loads per shape
+	Sweeps      int        `json:"sweeps"`          // timed sweeps of the groups' memory files
 	Kills       int        `json:"kills"`
 	Subscribers int        `json:"subscribers"`
 	Notifies    int        `json:"notifies"`
@@ -54,7 +58,7 @@ type ConfigLoad struct {
 
 // Fleet is one tend up on a generated config, from its start to its tend down.
 type Fleet struct {
-	Label     string `json:"label"`             // "plain", "max_rss", "max_rss, cgroup off", "agents"
+	Label     string `json:"label"`             // "plain", "plain, cgroup off", "max_rss", "max_rss, cgroup off", "agents"
 	N         int    `json:"n"`                 // instances
 	Programs  int    `json:"programs"`          //
 	Instances int    `json:"instances"`         // per program
@@ -76,14 +80,20 @@ type Fleet struct {
 	Failed     int            `json:"spawn_failed"`   // spawn_failed events until then
 	Errnos     map[string]int `json:"spawn_failed_errnos,omitempty"`
 
-	Idle CPUWindow `json:"idle"` // the daemon at rest
-	Mem  Memory    `json:"memory"`
+	Floor *Floor `json:"floor,omitempty"` // a Go loop starting as many sleeps, just before tend up
 
-	Status      []measure.Ms `json:"status_decoded_ms,omitempty"` // GET /v1/status through the Go client, decoded
+	Idle CPUWindow    `json:"idle"`        // the daemon at rest
+	Mem  Memory       `json:"memory"`      // at the end of the idle window
+	Peak measure.Peak `json:"memory_peak"` // sampled from tend up to tend down
+
+	StatusCold  []measure.Ms `json:"status_cold_ms,omitempty"`    // GET /v1/status, each the first request after a quiet -cold-gap
+	PSCold      []measure.Ms `json:"tend_ps_cold_ms,omitempty"`   // tend ps likewise
+	Status      []measure.Ms `json:"status_decoded_ms,omitempty"` // GET /v1/status through the Go client, decoded, back to back
 	StatusRaw   []measure.Ms `json:"status_ms,omitempty"`         // the same, the body read and discarded
 	StatusBytes int          `json:"status_bytes,omitempty"`
-	PS          []measure.Ms `json:"tend_ps_ms,omitempty"`     // one tend ps exec each
+	PS          []measure.Ms `json:"tend_ps_ms,omitempty"`     // one tend ps exec each, back to back
 	StatusCLI   []measure.Ms `json:"tend_status_ms,omitempty"` // one tend status ID exec each
+	Hello       []measure.Ms `json:"hello_ms,omitempty"`       // a Go hello world exec, each right after one tend status ID
 
 	DownCLI  measure.Ms `json:"down_cli_ms"`  // tend down: exec until it returned
 	DownExit measure.Ms `json:"down_exit_ms"` // tend down exec until the daemon was reaped

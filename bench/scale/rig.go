@@ -32,21 +32,25 @@ const (
 type binaries struct {
 	tend     string
 	notifier string
+	hello    string         // a Go hello world: the floor of one CLI exec
 	src      measure.Source // what tend was built from
 }
 
 // build compiles tend and the notifier into dir. tend comes from the
 // working tree; if that does not build (another engineer mid-edit), from
-// `git archive HEAD` extracted into dir. The notifier is built from the
-// working tree alone: it imports nothing of tend, so edits elsewhere cannot
-// break it.
+// `git archive HEAD` extracted into dir. The notifier and hello are built
+// from the working tree alone: they import nothing of tend, so edits
+// elsewhere cannot break them.
 func build(ctx context.Context, dir string, progress io.Writer) (binaries, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return binaries{}, err
 	}
-	b := binaries{tend: filepath.Join(dir, "tend"), notifier: filepath.Join(dir, "notifier"), src: measure.ReadSource(root)}
+	b := binaries{tend: filepath.Join(dir, "tend"), notifier: filepath.Join(dir, "notifier"), hello: filepath.Join(dir, "hello"), src: measure.ReadSource(root)}
 	if err := goBuild(ctx, root, b.notifier, "./bench/scale/notifier"); err != nil {
+		return b, err
+	}
+	if err := goBuild(ctx, root, b.hello, "./bench/scale/hello"); err != nil {
 		return b, err
 	}
 	werr := goBuild(ctx, root, b.tend, "./cmd/tend")
@@ -170,7 +174,13 @@ func (d *daemon) alive() bool {
 
 // tend runs the tend CLI against this daemon and returns how long it took.
 func (d *daemon) tend(ctx context.Context, stdout io.Writer, args ...string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, d.bin, append(args, "--socket", d.sock)...)
+	return d.exec(ctx, stdout, d.bin, append(args, "--socket", d.sock)...)
+}
+
+// exec runs bin args as tend runs its CLI (same directory, stdout) and
+// returns how long it took.
+func (d *daemon) exec(ctx context.Context, stdout io.Writer, bin string, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = d.dir
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
@@ -179,7 +189,7 @@ func (d *daemon) tend(ctx context.Context, stdout io.Writer, args ...string) (ti
 	err := cmd.Run()
 	took := time.Since(t0)
 	if err != nil {
-		return took, fmt.Errorf("tend %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return took, fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return took, nil
 }

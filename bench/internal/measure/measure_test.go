@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,4 +62,40 @@ func TestWorkDirNamesTheFilesystem(t *testing.T) {
 	if !strings.HasPrefix(got, dir+": ") || strings.HasPrefix(got, dir+":  on") || strings.HasSuffix(got, ": ?") {
 		t.Fatalf("WorkDir(%s) = %q: want the directory, its filesystem type and source", dir, got)
 	}
+}
+
+func TestTableTwoModes(t *testing.T) {
+	var b strings.Builder
+	tb := Table[float64]{W: &b, Runs: []float64{1, 2}, Two: true}
+	get := func(r float64) (float64, bool) { return r, true }
+	other := func(r float64) (float64, bool) { return 10 * r, true }
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	tb.Row2("m", get, other, f, "<= 1", func(v float64) bool { return v <= 1 }, "p")
+	tb.Row("n", get, f, "", nil, "")
+	tb.Line("l", "text")
+	want := "m\t1 – 2\t10 – 20\t<= 1\t1/2 PASS\tp\n" +
+		"n\t1 – 2\t\t\t\t\n" +
+		"l\ttext\t\t\t\t\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+func TestWatchMemSeesThisProcess(t *testing.T) {
+	w := WatchMem(os.Getpid(), 5*time.Millisecond, "one")
+	time.Sleep(30 * time.Millisecond)
+	w.Phase("two")
+	ballast := make([]byte, 64<<20)
+	for i := range ballast {
+		ballast[i] = 1 // touched: resident
+	}
+	time.Sleep(30 * time.Millisecond)
+	p := w.Stop()
+	if p.Samples < 2 || p.PSS <= 0 || p.RSS < p.PSS/2 || p.HighWater < p.RSS/2 {
+		t.Fatalf("peak %+v: want samples, PSS, RSS and a high-water mark", p)
+	}
+	if p.RSSPhase != "two" || p.RSS < 64<<20 {
+		t.Errorf("peak %+v: want the 64 MiB of phase two", p)
+	}
+	_ = ballast[len(ballast)-1]
 }

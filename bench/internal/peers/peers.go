@@ -45,23 +45,31 @@ type Crash struct {
 	CPUPerRestart Summary `json:"sup_cpu_ms_per_restart"` // ms
 }
 
-// Scale is one run of one tool at one N (section 3).
+// Scale is one run of one tool at one N (section 3). Runs before issue 22
+// have no cold listing and no peak (zero here).
 type Scale struct {
 	Skipped   string  `json:"skipped"`
 	Error     string  `json:"error"`
 	UpS       float64 `json:"up_s"`
 	NProc     int     `json:"nproc"`
-	PSSKB     float64 `json:"pss_kb"`
-	RSSKB     float64 `json:"rss_kb"`
+	PSSKB     float64 `json:"pss_kb"`      // at rest
+	RSSKB     float64 `json:"rss_kb"`      // at rest
+	PeakPSSKB float64 `json:"peak_pss_kb"` // the largest sum seen through the cell
 	IdleCPUMs float64 `json:"idle_cpu_ms"`
 	IdleS     float64 `json:"idle_s"`
-	List      Summary `json:"list_ms"`
+	List      Summary `json:"list_ms"`      // warm: back to back
+	ListCold  Summary `json:"list_cold_ms"` // each the first call after 2 s without one
 	ListedOK  bool    `json:"listed_ok"`
 	StopS     float64 `json:"stop_s"`
+	Loop      struct {
+		Seconds float64 `json:"seconds"`
+	} `json:"loop"` // go-floor only: the loop's own time
 }
 
-// Ok reports whether the run measured everything.
-func (s Scale) Ok() bool { return s.Skipped == "" && s.Error == "" && s.IdleS > 0 }
+// Ok reports whether the run measured everything (for go-floor: its start).
+func (s Scale) Ok() bool {
+	return s.Skipped == "" && s.Error == "" && (s.IdleS > 0 || s.Loop.Seconds > 0)
+}
 
 // IdlePercent is the idle CPU as a percentage of one core.
 func (s Scale) IdlePercent() float64 { return 100 * s.IdleCPUMs / 1000 / s.IdleS }
@@ -182,11 +190,11 @@ func readFloor(file string) ([]Floor, error) {
 	return out, sc.Err()
 }
 
-// Peers are the tools that are not tend, in a stable order.
+// Peers are the tools that are neither tend nor the floor, in a stable order.
 func Peers[V any](m map[string]V) []string {
 	var names []string
 	for t := range m {
-		if !strings.HasPrefix(t, "tend") {
+		if !strings.HasPrefix(t, "tend") && t != "go-floor" {
 			names = append(names, t)
 		}
 	}

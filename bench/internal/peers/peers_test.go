@@ -52,3 +52,26 @@ func TestRelFind(t *testing.T) {
 		t.Errorf("Find of a path relative to here: %v", err)
 	}
 }
+
+// A scale file as bench_scale.py writes it since issue 22 (a small run of
+// tend, tend-nocgroup, runit and go-floor at 1,000): cold listings, peaks
+// and the floor's loop are read.
+func TestLoadIssue22Fields(t *testing.T) {
+	r, err := Load("testdata/issue22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"tend", "tend-nocgroup", "runit"} {
+		s := r.Scale[tool][1000]
+		if len(s) != 1 || !s[0].Ok() || s[0].ListCold.N != 3 || s[0].List.N != 3 || s[0].PeakPSSKB < s[0].PSSKB || s[0].PSSKB <= 0 {
+			t.Errorf("%s at 1000: %+v", tool, s)
+		}
+	}
+	f := r.Scale["go-floor"][1000]
+	if len(f) != 1 || !f[0].Ok() || f[0].Loop.Seconds <= 0 || f[0].UpS < f[0].Loop.Seconds {
+		t.Errorf("go-floor at 1000: %+v", f)
+	}
+	if got := Peers(r.Scale); len(got) != 1 || got[0] != "runit" {
+		t.Errorf("peers %v: want runit alone (not tend's modes, not the floor)", got)
+	}
+}

@@ -9,6 +9,8 @@ REGISTRY = {
     "s6-noready": ("adapters.s6", "S6NoReady"),
     "runit": ("adapters.runit", "Runit"),
     "tend": ("adapters.tend", "Tend"),
+    "tend-nocgroup": ("adapters.tend", "TendNoCgroup"),  # [daemon] cgroup = "off"
+    "go-floor": ("adapters.floor", "GoFloor"),           # no supervisor: a Go loop (scale only)
     "tend-maxrss": ("adapters.tend", "TendMaxRSS"),   # max_rss sampling on every program
 }
 

@@ -5,10 +5,13 @@ command = argv` for every program, state_dir inside the workdir.  Every
 restart delay is minimised in every benchmark, not only the crash loop:
 for tend a SIGKILL from outside is a crash (row 4 of docs/restarts.md#the-four-rows), so the
 default backoff_initial of 1 s would otherwise delay the latency benchmark's
-replacement.  No watchdog, probe or max_rss is set (tool "tend"); the tool
-"tend-maxrss" adds `max_rss = "1GiB"` in [defaults], which makes every
-instance sample its process tree's RSS once a second (what section 3's
-"max_rss sampling on all 1,000" measures; `sleep` never comes near 1 GiB).
+replacement (bench_latency.py's default-config phase sets zero_backoff =
+False: every key at its default).  No watchdog, probe or max_rss is set
+(tool "tend", cgroup placement at its default, "auto", which uses cgroups
+here); "tend-nocgroup" is the same with `[daemon] cgroup = "off"` (runs
+tracked by process group); "tend-maxrss" adds `max_rss = "1GiB"` in
+[defaults], which makes every instance sample its process tree's RSS once a
+second (`sleep` never comes near 1 GiB).
 
 Binary: $TEND_BIN, else built once per benchmark process with
 `go build -o /tmp/peers-tend-bin-XXXX/tend ./cmd/tend` from the module root
@@ -87,6 +90,8 @@ def _toml_str(s):
 class Tend(Adapter):
     name = "tend"
     extra_defaults = {}
+    cgroup = None        # [daemon] cgroup; None leaves it at its default ("auto")
+    zero_backoff = True  # False: every restart key at its default
 
     def available(self):
         b, why = tend_bin()
@@ -107,10 +112,16 @@ class Tend(Adapter):
              "backoff_jitter": 0, "max_crashes": 10**9, "hard_max_crashes": 0,
              "clean_restart_budget": 10**9, "watchdogs": "none (no watchdog, "
              "idle_output_timeout, probe)", "logs": "stdout/stderr captured to state_dir/logs",
-             "note": "backoff is 0 in every benchmark: tend counts an outside SIGKILL as a "
-                     "crash, and by default (backoff_initial 1s, counted from the run's start) "
-                     "a run killed younger than 1 s waits out the rest; a run killed older "
-                     "restarts at once (bench/restart measures that default beside this)"}
+             "cgroup": self.cgroup or "auto (the default: cgroups here)",
+             "note": "backoff is 0 in every benchmark but the default-config phase of §1: tend "
+                     "counts an outside SIGKILL as a crash, and by default (backoff_initial 1s, "
+                     "doubling per crash, counted from the run's start) a run killed younger "
+                     "than its backoff waits out the rest; a run killed older restarts at once"}
+        if not self.zero_backoff:
+            for k in ("backoff_initial", "backoff_max", "backoff_jitter", "max_crashes",
+                      "hard_max_crashes", "clean_restart_budget"):
+                d.pop(k)
+            d["defaults"] = "every restart key at its default"
         if self.extra_defaults:
             d["defaults"] = dict(self.extra_defaults)
         else:
@@ -122,12 +133,14 @@ class Tend(Adapter):
         self.state = os.path.join(self.workdir, "state")
         self.sock = os.path.join(self.state, "tend.sock")
         self.conf = os.path.join(self.workdir, "tend.toml")
-        lines = ["[daemon]", "state_dir = %s" % _toml_str(self.state), "",
-                 "[defaults]",
-                 'restart = "always"',
-                 'backoff_initial = "0s"', 'backoff_max = "0s"', "backoff_jitter = 0.0",
-                 "max_crashes = %d" % 10**9, "hard_max_crashes = 0",
-                 "clean_restart_budget = %d" % 10**9]
+        lines = ["[daemon]", "state_dir = %s" % _toml_str(self.state)]
+        if self.cgroup is not None:
+            lines.append("cgroup = %s" % _toml_str(self.cgroup))
+        lines += ["", "[defaults]", 'restart = "always"']
+        if self.zero_backoff:
+            lines += ['backoff_initial = "0s"', 'backoff_max = "0s"', "backoff_jitter = 0.0",
+                      "max_crashes = %d" % 10**9, "hard_max_crashes = 0",
+                      "clean_restart_budget = %d" % 10**9]
         for k, v in self.extra_defaults.items():
             lines.append("%s = %s" % (k, _toml_str(v)))
         lines.append("")
@@ -150,6 +163,9 @@ class Tend(Adapter):
     def roots(self):
         return [self.pid] if self.pid else []
 
+    def log_files(self):
+        return [os.path.join(self.workdir, "tend-up.log")]
+
     # --- status ----------------------------------------------------------
     def _get(self, path):
         """GET on the kept-open connection; one reconnect on a broken one."""
@@ -167,6 +183,14 @@ class Tend(Adapter):
                 if attempt:
                     return None, None
         return None, None
+
+    def events(self, since=0, query=""):
+        """The event backlog after seq since (GET /v1/events?format=json)."""
+        code, body = self._get("/v1/events?format=json&limit=100000&since=%d%s" % (since, query))
+        return json.loads(body) if code == 200 else []
+
+    def last_seq(self):
+        return max([e.get("seq", 0) for e in self.events()] or [0])
 
     def status_fast(self, name):
         code, body = self._get("/v1/status/%s:0" % name)
@@ -207,8 +231,14 @@ class Tend(Adapter):
             # tend treats exactly like `tend down`
             super().graceful_stop()
 
-    def stop(self, timeout=60):
-        return super().stop(timeout)
+    def stop(self, timeout=60, graceful=True):
+        return super().stop(timeout, graceful)
+
+
+class TendNoCgroup(Tend):
+    """tend with cgroup placement off: runs tracked by their process group."""
+    name = "tend-nocgroup"
+    cgroup = "off"
 
 
 class TendMaxRSS(Tend):
