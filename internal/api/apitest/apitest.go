@@ -39,6 +39,8 @@ type Backend struct {
 	// WaitDelay is how long an action with Wait takes to be done; a
 	// context that ends first (?timeout=D) leaves every instance in Failed.
 	WaitDelay time.Duration
+	// TTY names the instances whose log sources say they run in a terminal.
+	TTY map[string]bool
 
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
@@ -390,7 +392,7 @@ func (b *Backend) LogSources(sel string, labels program.LabelSelector) ([]logfil
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, logfile.Source{ID: id, Log: l})
+		out = append(out, logfile.Source{ID: id, Log: l, TTY: b.TTY[id]})
 	}
 	return out, nil
 }
