@@ -203,6 +203,12 @@ type ptyAttach struct {
 
 func startPTYAttach(t *testing.T, tend, conf string, cols, rows int, args ...string) *ptyAttach {
 	t.Helper()
+	return startPTY(t, tend, conf, cols, rows, append([]string{"attach"}, args...)...)
+}
+
+// startPTY runs tend -c conf ARGS in a pseudo-terminal of cols x rows.
+func startPTY(t *testing.T, tend, conf string, cols, rows int, args ...string) *ptyAttach {
+	t.Helper()
 	master, slave, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +216,7 @@ func startPTYAttach(t *testing.T, tend, conf string, cols, rows int, args ...str
 	defer slave.Close()
 	pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 	a := &ptyAttach{t: t, master: master, done: make(chan struct{}), scr: terminal.NewScreen(terminal.Size{Cols: cols, Rows: rows})}
-	a.cmd = exec.Command(tend, append([]string{"-c", conf, "attach"}, args...)...)
+	a.cmd = exec.Command(tend, append([]string{"-c", conf}, args...)...)
 	a.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
 	a.cmd.Stdin, a.cmd.Stdout, a.cmd.Stderr = slave, slave, slave
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
@@ -379,4 +385,34 @@ func TestAttachRestoresTheTerminalOnSignals(t *testing.T) {
 		slave.Close()
 		master.Close()
 	}
+}
+
+// TestRunTTYAttachedEndToEnd: tend run --tty --attach is attached to the
+// new program's terminal as tend attach is, and exits with the run's
+// status; a detach leaves the run going.
+func TestRunTTYAttachedEndToEnd(t *testing.T) {
+	tend, conf, c := terminalFleet(t)
+	a := startPTY(t, tend, conf, 80, 24, "run", "--name", "job", "--tty", "-a", "--", "sh", "-c", `printf 'name? '; read l; echo "got $l"; exit 3`)
+	a.shows("name?")
+	a.typed("tend\r")
+	a.shows("got tend")
+	if code := a.exit(); code != 3 {
+		t.Errorf("tend run of a run that exits 3: exit %d", code)
+	}
+
+	// A run over before the attach: its screen all the same.
+	a = startPTY(t, tend, conf, 80, 24, "run", "--name", "quick", "--tty", "-a", "--restart", "never", "--", "echo", "hello from a quick run")
+	if code := a.exit(); code != 0 {
+		t.Errorf("tend run of a quick run: exit %d", code)
+	}
+	a.sent("hello from a quick run")
+
+	a = startPTY(t, tend, conf, 80, 24, "run", "--name", "stays", "--tty", "-a", "--", "sh")
+	a.typed("echo $((6 * 7))\r")
+	a.shows("42")
+	a.typed("\x10\x11")
+	if code := a.exit(); code != 0 {
+		t.Errorf("detach from tend run: exit %d", code)
+	}
+	waitRunning(t, c, "stays:0")
 }

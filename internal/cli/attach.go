@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -44,7 +45,7 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			end, err := s.connect(c)
+			end, err := s.connect(c, false)
 			if err != nil {
 				return err
 			}
@@ -106,16 +107,29 @@ func (e *env) newAttachSession(ctx context.Context, id string, readOnly bool, ke
 	return s
 }
 
-// connect attaches through c and runs the session to its end.
-func (s *attachSession) connect(c *client.Client) (attachEnd, error) {
+// connect attaches through c and runs the session to its end. With
+// starting, a refusal because the instance has no run yet is retried for
+// a while: tend run attaches to a program it has just added.
+func (s *attachSession) connect(c *client.Client, starting bool) (attachEnd, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-	var err error
-	s.a, err = c.AttachTerminal(ctx, s.id, s.readOnly)
-	cancel()
-	if err != nil {
-		return attachEnd{}, err
+	defer cancel()
+	for {
+		var err error
+		s.a, err = c.AttachTerminal(ctx, s.id, s.readOnly)
+		var apiErr *client.APIError
+		if starting && errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return attachEnd{}, err
+		}
+		cancel()
+		return s.run()
 	}
-	return s.run()
 }
 
 // attachTerminal is tend run --tty --attach's attach (run_tty.go): it
@@ -126,8 +140,13 @@ func (s *attachSession) connect(c *client.Client) (attachEnd, error) {
 func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string) error {
 	s := e.newAttachSession(ctx, id, false, defaultDetachKeys)
 	s.readOnly = !s.inTTY
-	end, err := s.connect(c)
+	end, err := s.connect(c, true)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The run ended before it could be attached to (a quick one):
+		// what it showed is its last screen.
+		e.printLastScreen(c, id)
+		return nil
 	case err != nil:
 		return err
 	case end.detached:
@@ -145,6 +164,30 @@ func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string) e
 	}
 	return nil
 }
+
+// printLastScreen prints the screen a run left, without the blank rows
+// below its last line.
+func (e *env) printLastScreen(c *client.Client, id string) {
+	scr, err := c.Screen(id, true)
+	if err != nil {
+		return
+	}
+	rows := scr.ANSI
+	if len(rows) != len(scr.Lines) {
+		rows = scr.Lines
+	}
+	n := len(scr.Lines)
+	for n > 0 && scr.Lines[n-1] == "" {
+		n--
+	}
+	for _, row := range rows[:n] {
+		fmt.Fprintln(e.stdout, row)
+	}
+}
+
+// drainTime is how long a session whose context ended goes on drawing
+// what the connection still brings, unless the daemon ends it first.
+const drainTime = time.Second
 
 // defaultDetachKeys is Ctrl-P Ctrl-Q, as docker's.
 var defaultDetachKeys = []byte{0x10, 0x11}
@@ -228,6 +271,15 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 			<-ended
 			return attachEnd{detached: true}, nil
 		case <-s.ctx.Done():
+			// What the connection still carries (the last bytes of a run
+			// whose end tend run heard of on its other connection) is
+			// drawn first, for a moment.
+			select {
+			case <-ended:
+				s.a.Close()
+				return attachEnd{}, nil
+			case <-time.After(drainTime):
+			}
 			s.a.Close()
 			<-ended
 			return attachEnd{}, nil
