@@ -154,8 +154,10 @@ func (s *Server) attachOutput(out context.Context, c *websocket.Conn, att progra
 			return // the client left (or did not answer a ping)
 		}
 		// A write that cannot finish closes the connection (coder/websocket
-		// closes it when the context ends mid-write).
-		ctx, cancel := context.WithTimeout(out, attachWriteTimeout)
+		// closes it when the context ends mid-write). Not a context of out:
+		// out ending just as a write completes would close the connection
+		// under it, before the close frame that says why.
+		ctx, cancel := context.WithTimeout(context.Background(), attachWriteTimeout)
 		err = c.Write(ctx, websocket.MessageBinary, p)
 		cancel()
 		if err != nil {
@@ -222,7 +224,9 @@ func (s *Server) ping(ctx context.Context, c *websocket.Conn) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, pongTimeout)
+		// As for writes, not a context of ctx; a ping waiting for its
+		// pong ends when the connection closes.
+		pctx, cancel := context.WithTimeout(context.Background(), pongTimeout)
 		err := c.Ping(pctx)
 		cancel()
 		if err != nil {
