@@ -251,7 +251,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		SubscribersCut:  d.log.CutOffs,
 	})
 	d.terminals = &terminals{d: d} // the API's Terminals, for its screen, input and attach routes
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals})
 	started = true
 	if testStarted != nil {
 		testStarted(d)
