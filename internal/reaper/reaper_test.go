@@ -406,3 +406,53 @@ func TestStop(t *testing.T) {
 		t.Fatal("Drain after Stop collected nothing")
 	}
 }
+
+// Exits that come while the loop goes between idle (no child: it listens to
+// SIGCHLD) and busy (it waits in waitid) are all collected: runs forked
+// through Spawn, children it did not fork, and orphans handed to it, all
+// exiting at once, round after round from no child at all. The idle tick is
+// an hour here: a wake-up lost between the two ways of waiting would hang.
+func TestInChildNoExitLostBetweenIdleAndBusy(t *testing.T) {
+	r := inChild(t)
+	const rounds, spawners, each = 20, 4, 5
+	for round := range rounds {
+		testutil.Eventually(t, "no children", func() bool { return len(children(t)) == 0 })
+		before := r.Orphans()
+		got := make(chan Status, spawners*each)
+		var wg sync.WaitGroup
+		for g := range spawners {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					argv := []string{"/bin/true"}
+					switch (g + i) % 3 {
+					case 1:
+						argv = []string{"/bin/sh", "-c", "(/bin/true &); exit 0"} // an orphan comes
+					case 2:
+						// Not through Spawn: an unregistered child, collected as an orphan.
+						if _, err := forkExec("/bin/true")(); err != nil {
+							t.Error(err)
+						}
+					}
+					if _, err := r.Spawn(forkExec(argv...), func(s Status) { got <- s }, false); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		deadline := time.After(20 * time.Second)
+		for range spawners * each {
+			select {
+			case <-got:
+			case <-deadline:
+				t.Fatalf("round %d: an owner never got its exit; children %v", round, children(t))
+			}
+		}
+		testutil.Eventually(t, fmt.Sprintf("round %d: no children left", round), func() bool { return len(children(t)) == 0 })
+		if r.Orphans() == before {
+			t.Fatalf("round %d: no orphan counted", round)
+		}
+	}
+}
