@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -149,4 +151,60 @@ func TestRunsEndingDuringAdoption(t *testing.T) {
 func odd(name string) bool {
 	k, err := strconv.Atoi(name[1:])
 	return err == nil && k%2 == 1
+}
+
+// With cgroups, what a run that died while no daemon watched left in its
+// group (a child of its killed leader) is killed by the next daemon, as at
+// any run's end, before the run counts as exited.
+func TestARunDeadBeforeTheNextDaemonLeavesNothingInItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	child := filepath.Join(dir, "child.pid")
+	write(t, conf, "[program.family]\nrestart = \"never\"\nshell = \"sleep 1000 & echo $! > "+child+"; wait\"\n")
+	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "family:0")
+	if !trackedByCgroup(t, c) {
+		t.Skip("runs are not in cgroups here")
+	}
+	var straggler int
+	testutil.Eventually(t, "the run's child to start", func() bool {
+		b, err := os.ReadFile(child)
+		straggler, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && straggler > 0
+	})
+	before := pids(t, c, "family:0")
+	killUp(t, up, up.Process.Pid, before)
+	orphaned(t, straggler)
+	syscall.Kill(before["family:0"], syscall.SIGKILL)
+	var ws syscall.WaitStatus
+	syscall.Wait4(before["family:0"], &ws, 0, nil)
+	if !testutil.Alive(straggler) {
+		t.Fatal("the run's child died with its leader")
+	}
+
+	up = startUp(t, tend, conf)
+	testutil.Eventually(t, "family:0 to have exited", func() bool {
+		st, err := c.Status("family:0")
+		return err == nil && st.State == program.StateExited && st.PID == nil
+	}, testutil.Within(30*time.Second), testutil.Explain(eventsOf(c)))
+	testutil.Eventually(t, "the run's child to be killed", func() bool { return !testutil.Alive(straggler) })
+	downAndGone(t, c, up, nil)
+}
+
+// trackedByCgroup says whether the daemon's started event says cgroup.
+func trackedByCgroup(t *testing.T, c *client.Client) bool {
+	t.Helper()
+	evs, err := c.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if d, ok := e.Data.(*program.DaemonPhase); ok && d.Phase == program.PhaseStarted {
+			return d.Tracking == program.TrackingCgroup
+		}
+	}
+	return false
 }

@@ -110,6 +110,12 @@ func (in *Instance) endOver(a Adoption, stopped bool) first {
 		in.cur.intent = restart.IntentStop
 	}
 	in.state = program.StateRunning
-	in.finish(reaper.Status{PID: a.PID, Adopted: true, At: time.Now()})
+	st := reaper.Status{PID: a.PID, Adopted: true, At: time.Now()}
+	// With cgroups, what the run left in its group is killed first, as
+	// for any run's end (the group holds this instance's runs alone).
+	// Without, nothing is: its pid may be another process's now.
+	if in.group == nil || in.drain(st) {
+		in.finish(st)
+	}
 	return firstNothing
 }
