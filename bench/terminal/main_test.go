@@ -53,7 +53,7 @@ func TestTerminalBenchRuns(t *testing.T) {
 	if r.IOLeft != 0 {
 		t.Errorf("%d processes left after the echo and flood phases", r.IOLeft)
 	}
-	if s := r.Screen; s == nil || len(s.APICold) != 1 || len(s.CLICold) != 1 || len(s.APIWarm) != 5 || len(s.CLIWarm) != 3 || s.Bytes == 0 {
+	if s := r.Screen; s == nil || len(s.APICold) != 1 || len(s.CLICold) != 1 || len(s.APIWarm) != 5 || len(s.CLIWarm) != 3 || len(s.Version) != 3 || s.Bytes == 0 {
 		t.Errorf("screen: %+v", s)
 	}
 	for name, f := range map[string]*Fleet{"plain": r.Plain, "tty": r.TTY} {

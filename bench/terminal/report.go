@@ -153,6 +153,10 @@ func reportScreen(w io.Writer, s *ScreenReads) {
 	}
 	row("GET /v1/screen/{id} (a connection per request)", s.APICold, s.APIWarm)
 	row("tend screen ID (exec'd)", s.CLICold, s.CLIWarm)
+	if len(s.Version) > 0 {
+		fmt.Fprintf(w, "   %-44s warm p50 %s, p90 %s (of %d): the floor of any tend exec\n", "tend version (exec'd, no request)",
+			ms(measure.Percentile(s.Version, 50).D()), ms(measure.Percentile(s.Version, 90).D()), len(s.Version))
+	}
 }
 
 func reportFleets(w io.Writer, r Results) {

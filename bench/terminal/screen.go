@@ -24,6 +24,9 @@ type ScreenReads struct {
 	APIWarm []measure.Ms `json:"api_warm_ms"`
 	CLICold []measure.Ms `json:"cli_cold_ms"`
 	CLIWarm []measure.Ms `json:"cli_warm_ms"`
+	// tend version exec'd as often as the warm tend screen, interleaved
+	// with nothing: the floor of any tend exec, no request made.
+	Version []measure.Ms `json:"version_ms"`
 }
 
 // screenReads measures d's screens; ids are its running tty instances.
@@ -49,6 +52,7 @@ func screenReads(ctx context.Context, d *daemon, ids []string, o options) (*Scre
 	cli := func() (time.Duration, error) {
 		return timeExec([]string{d.bin, "screen", "--socket", d.socket(), id()}, nil)
 	}
+	version := func() (time.Duration, error) { return timeExec([]string{d.bin, "version"}, nil) }
 	for range o.cold {
 		for _, read := range []struct {
 			f   func() (time.Duration, error)
@@ -68,7 +72,7 @@ func screenReads(ctx context.Context, d *daemon, ids []string, o options) (*Scre
 		f   func() (time.Duration, error)
 		n   int
 		out *[]measure.Ms
-	}{{api, o.requests, &r.APIWarm}, {cli, o.cli, &r.CLIWarm}} {
+	}{{api, o.requests, &r.APIWarm}, {cli, o.cli, &r.CLIWarm}, {version, o.cli, &r.Version}} {
 		for i := range 1 + read.n {
 			took, err := read.f()
 			if err != nil {
