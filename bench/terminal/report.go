@@ -193,8 +193,12 @@ func reportFleets(w io.Writer, r Results) {
 	if in := r.InProc; in != nil {
 		fmt.Fprintf(w, "what its parts cost: the 120x40 screen %s of heap; the rest of the terminal (the pty's state, the epoll watch) %s, %d goroutines for %d;\n",
 			kib(in.ScreenHeap), kib(in.TerminalHeap-in.ScreenHeap), in.Goroutines, r.N)
-		fmt.Fprintf(w, "the rest of the %s, %s, is the daemon's beside the terminal (a tty run's bookkeeping over a plain run's, heap slack)\n",
-			kib(added), kib(added-in.TerminalHeap))
+		if rest := added - in.TerminalHeap; rest >= 0 {
+			fmt.Fprintf(w, "the rest of the %s, %s, is the daemon's beside the terminal (a tty run's bookkeeping over a plain run's, heap slack)\n",
+				kib(added), kib(rest))
+		} else {
+			fmt.Fprintf(w, "the terminal's heap is the whole of the %s, within the noise of two PSS readings (%s over)\n", kib(added), kib(-rest))
+		}
 	}
 	if k := t.Keeper; k != nil {
 		fmt.Fprintf(w, "with the keeper's share: PSS %s per tty run\n", kib(added+k.PSS/n))
