@@ -76,14 +76,14 @@ func echoPhase(ctx context.Context, r *ioRig, o options) (*Echo, error) {
 			return nil, err
 		}
 	}
-	tendScr := []string{r.bin, "screen", "--socket", r.d.socket(), "echo:0"}
+	tendScr := []string{r.bin, "screen", "echo:0"} // in the daemon's directory, as a user runs it
 	tmuxCap := append([]string{"tmux"}, r.tm.args("capture-pane", "-p", "-t", "echo")...)
 	for i := range 1 + o.cli {
 		for _, c := range []struct {
-			argv []string
-			out  *[]measure.Ms
-		}{{tendScr, &e.TendScreen}, {tmuxCap, &e.TmuxCapture}} {
-			took, err := timeExec(c.argv, r.tm.env)
+			argv, env []string
+			out       *[]measure.Ms
+		}{{tendScr, userEnv(), &e.TendScreen}, {tmuxCap, r.tm.env, &e.TmuxCapture}} {
+			took, err := timeExec(c.argv, c.env, r.d.dir)
 			if err != nil {
 				return nil, err
 			}

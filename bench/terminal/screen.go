@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +15,9 @@ import (
 
 // ScreenReads times reading the screen of one tty run among Runs: GET
 // /v1/screen/{id} through tend's client (a connection per request, as the
-// CLI makes), and `tend screen ID` exec'd. A cold read is the first after
+// CLI makes), and `tend screen ID` exec'd as a user runs it (in the
+// daemon's directory, no flag: it finds the daemon from the tend.toml
+// there). A cold read is the first after
 // Gap without any, each of an instance not read before; warm reads come
 // back to back after one warm-up, cycling over the instances.
 type ScreenReads struct {
@@ -50,9 +54,9 @@ func screenReads(ctx context.Context, d *daemon, ids []string, o options) (*Scre
 		return took, err
 	}
 	cli := func() (time.Duration, error) {
-		return timeExec([]string{d.bin, "screen", "--socket", d.socket(), id()}, nil)
+		return timeExec([]string{d.bin, "screen", id()}, userEnv(), d.dir)
 	}
-	version := func() (time.Duration, error) { return timeExec([]string{d.bin, "version"}, nil) }
+	version := func() (time.Duration, error) { return timeExec([]string{d.bin, "version"}, userEnv(), d.dir) }
 	for range o.cold {
 		for _, read := range []struct {
 			f   func() (time.Duration, error)
@@ -86,15 +90,22 @@ func screenReads(ctx context.Context, d *daemon, ids []string, o options) (*Scre
 	return r, nil
 }
 
-// timeExec runs argv (env nil: this process's), its output to /dev/null,
-// and returns the time from its start to its end.
-func timeExec(argv, env []string) (time.Duration, error) {
+// timeExec runs argv in dir with env, its output to /dev/null, and
+// returns the time from its start to its end.
+func timeExec(argv, env []string, dir string) (time.Duration, error) {
 	var stderr strings.Builder
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Stderr = env, &stderr
+	cmd.Env, cmd.Dir, cmd.Stderr = env, dir, &stderr
 	t := time.Now()
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, stderr.String())
 	}
 	return time.Since(t), nil
+}
+
+// userEnv is this process's environment without tend's own variables: a
+// tend exec'd in a daemon's directory with it finds the daemon as a user's
+// would there, from the nearest tend.toml.
+func userEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TEND_") })
 }
