@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,14 +44,22 @@ func startTmux(dir string) (*tmuxServer, error) {
 		return nil, err
 	}
 	go func() { m.cmd.Wait(); close(m.exited) }()
-	sock := filepath.Join(dir, fmt.Sprintf("tmux-%d", os.Geteuid()), m.name)
+	// The socket exists a moment before the server accepts on it: the
+	// first command is retried until the server answers. It keeps the
+	// server up with no session (exit-empty off) until kill-server.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
+		_, err := m.run("set-option", "-g", "exit-empty", "off")
+		if err == nil {
 			break
+		}
+		select {
+		case <-m.exited:
+			return nil, fmt.Errorf("tmux -D exited: %v (%v)", m.cmd.ProcessState, err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			m.stop()
-			return nil, fmt.Errorf("tmux -D made no socket %s", sock)
+			return nil, err
 		}
 	}
 	for _, opt := range [][]string{{"status", "off"}, {"default-shell", "/bin/sh"}} {
