@@ -15,8 +15,11 @@ import (
 type Backend interface {
 	// List returns one consistent snapshot of every instance, sorted by id;
 	// agentsOnly keeps the agents, and labels those whose program has
-	// every one of them (an empty selector keeps all).
-	List(agentsOnly bool, labels program.LabelSelector) []program.Status
+	// every one of them (an empty selector keeps all). Its process figures
+	// may come from samples a few seconds old (each status's sampled_at);
+	// written is to be called once the answer is written, and refreshes
+	// them for the next call.
+	List(agentsOnly bool, labels program.LabelSelector) (list []program.Status, written func())
 	// Status returns the instances a selector names, sorted: one for
 	// "name:k", every instance of a bare name, every instance for "all";
 	// of those, the ones labels match.

@@ -44,10 +44,14 @@ type Tree interface {
 }
 
 // How fresh a process tree must be: a single status reads it anew, a list of
-// a thousand (or an announcement) may reuse samples up to a second old.
+// a thousand (or an announcement) may reuse samples up to a second old, and
+// a listing answered before its refresh (Listing) samples up to listStale
+// old: a poller slower than once a second must not pay a full sampling of
+// the fleet on every call.
 const (
 	statusTreeAge = 0
 	listTreeAge   = time.Second
+	listStale     = 10 * time.Second
 )
 
 // Interval is the least time between two status_changed of one instance.
@@ -69,6 +73,8 @@ type Broker struct {
 	order   []*entry            // entries by program then instance; nil: to be sorted again
 	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
 	due     map[*entry]struct{} // entries with a change not announced yet
+
+	refresher refresher // samples again after a Listing's answer
 }
 
 type entry struct {
@@ -118,26 +124,39 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 		entries: map[string]*entry{}, agents: map[string]*entry{}, due: map[*entry]struct{}{}}
 }
 
-// derive is Derive plus the run's processes: from the snapshot's Members
-// (its cgroup) when it has them, else from the leader's process tree.
-func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
-	st := Derive(s, now)
+// derive is Derive plus the run's processes, sampled as of now or reused
+// from a sample less than maxAge older.
+func (b *Broker) derive(s *program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
+	st := Derive(*s, now)
 	if st.PID == nil {
 		return st
 	}
-	switch {
-	case s.Members != nil:
-		m := s.Members(now, maxAge)
-		if len(m.Procs) > 0 {
-			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
-			st.PeakRSS = max(st.PeakRSS, m.Peak)
-		}
-	case b.tree != nil:
-		if m := b.tree.Members(*st.PID, maxAge); len(m.Procs) > 0 {
-			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
-		}
+	if m, ok := b.sample(liveRun{*st.PID, s.Members}, now, maxAge); ok && len(m.Procs) > 0 {
+		st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
+		st.PeakRSS = max(st.PeakRSS, m.Peak)
+		st.SampledAt = program.Time{Time: m.At}
 	}
 	return st
+}
+
+// liveRun is what sampling a run needs: its leader, and its snapshot's
+// Members (nil: the broker walks the leader's process tree).
+type liveRun struct {
+	pid     int
+	members func(asOf time.Time, maxAge time.Duration) program.Members
+}
+
+// sample reads a live run's processes: from its cgroup when the snapshot
+// has Members, else from the leader's process tree. false: nothing to read
+// them with.
+func (b *Broker) sample(r liveRun, asOf time.Time, maxAge time.Duration) (program.Members, bool) {
+	switch {
+	case r.members != nil:
+		return r.members(asOf, maxAge), true
+	case b.tree != nil:
+		return b.tree.Members(r.pid, maxAge), true
+	}
+	return program.Members{}, false
 }
 
 // Update records an instance's latest snapshot, registering it on first
@@ -214,7 +233,7 @@ func (b *Broker) Status(id string) (program.Status, error) {
 	if !ok {
 		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
 	}
-	return b.derive(snap, b.now(), statusTreeAge), nil
+	return b.derive(&snap, b.now(), statusTreeAge), nil
 }
 
 // List derives every registered instance's status from one snapshot of the
@@ -227,23 +246,101 @@ func (b *Broker) List(agentsOnly bool) []program.Status {
 // the others are left out before anything is derived or read from /proc,
 // so a selection costs what its matches cost.
 func (b *Broker) Select(agentsOnly bool, labels program.LabelSelector) []program.Status {
-	snaps := b.snapshots(agentsOnly, labels)
+	return b.selectInto(nil, agentsOnly, labels, listTreeAge)
+}
+
+// Listing is Select answered without waiting for /proc: it reuses process
+// samples up to listStale old (sampling only the runs that have none as
+// recent), and each status says in sampled_at when its processes were
+// read. Call written once the answer is written, and use list no more: it
+// samples again, in the background, the runs whose samples are older than
+// listTreeAge, so that a poller's next call is fresh, and keeps list's
+// array for the next listing. A daemon nobody asks samples nothing.
+func (b *Broker) Listing(agentsOnly bool, labels program.LabelSelector) (list []program.Status, written func()) {
+	p := statusPool.Get().(*[]program.Status)
+	list = b.selectInto((*p)[:0], agentsOnly, labels, listStale)
+	return list, func() {
+		b.refresher.ask(b, selection{agentsOnly, labels})
+		clear(list) // hold no specs, processes or labels of the past
+		*p = list[:0]
+		statusPool.Put(p)
+	}
+}
+
+// Pools of the arrays a listing of ten thousand fills: a burst of listings
+// (dashboards, pollers, tend ps in a loop) reuses them rather than leave a
+// few megabytes of garbage each. What they hold is cleared when put back.
+var (
+	statusPool = sync.Pool{New: func() any { return new([]program.Status) }}
+	restPool   = sync.Pool{New: func() any { return new([]rest) }}
+)
+
+// selectInto is Select into dst's array (when it is long enough), reusing
+// process samples up to maxAge old.
+func (b *Broker) selectInto(dst []program.Status, agentsOnly bool, labels program.LabelSelector, maxAge time.Duration) []program.Status {
+	p := restPool.Get().(*[]rest)
+	out, rests := b.collect(dst[:0], (*p)[:0], agentsOnly, labels)
 	now := b.now()
-	out := make([]program.Status, len(snaps))
 	// Deriving reads each run's processes from /proc and its cgroup: small
 	// blocking reads, most of a listing of ten thousand, shared by the cores.
-	parallel.Each(len(snaps), 256, func(i int) { out[i] = b.derive(snaps[i], now, listTreeAge) })
+	parallel.Each(len(out), 256, func(i int) {
+		s := rests[i].snapshot(&out[i])
+		out[i] = b.derive(&s, now, maxAge)
+	})
+	clear(rests)
+	*p = rests[:0]
+	restPool.Put(p)
 	return out
+}
+
+// collect appends to out the statuses of the registered instances that
+// match, and to rests the rest of their snapshots, copied under the lock,
+// sorted by program then instance. A listing derives each status in place:
+// it holds one array of statuses, not also one of snapshots.
+func (b *Broker) collect(out []program.Status, rests []rest, agentsOnly bool, labels program.LabelSelector) ([]program.Status, []rest) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sortLocked()
+	if len(labels) == 0 { // a selection is usually a few of many
+		out, rests = slices.Grow(out, len(b.order)), slices.Grow(rests, len(b.order))
+	}
+	for _, e := range b.order {
+		if (!agentsOnly || e.snap.Status.Agent) && (len(labels) == 0 || labels.Matches(specLabels(e.snap.Spec))) {
+			out = append(out, e.snap.Status)
+			rests = append(rests, restOf(&e.snap))
+		}
+	}
+	return out, rests
+}
+
+// rest is a snapshot but for its Status.
+type rest struct {
+	spec       *program.Spec
+	backoff    *program.Backoff
+	stopping   string
+	lastOutput func() time.Time
+	turn       *bool
+	turnWait   time.Time
+	members    func(time.Time, time.Duration) program.Members
+}
+
+func restOf(s *program.Snapshot) rest {
+	return rest{s.Spec, s.Backoff, s.Stopping, s.LastOutput, s.Turn, s.TurnWait, s.Members}
+}
+
+// snapshot puts the snapshot together again with its status.
+func (r *rest) snapshot(st *program.Status) program.Snapshot {
+	return program.Snapshot{Status: *st, Spec: r.spec, Backoff: r.backoff, Stopping: r.stopping,
+		LastOutput: r.lastOutput, Turn: r.turn, TurnWait: r.turnWait, Members: r.members}
 }
 
 // ListBare is List without the process trees (nothing is read from /proc):
 // lifecycle, state, pid and why, as cheap as the snapshots themselves.
 func (b *Broker) ListBare() []program.Status {
-	snaps := b.snapshots(false, nil)
+	out, rests := b.collect(nil, nil, false, nil)
 	now := b.now()
-	out := make([]program.Status, len(snaps))
-	for i := range snaps {
-		out[i] = Derive(snaps[i], now)
+	for i := range out {
+		out[i] = Derive(rests[i].snapshot(&out[i]), now)
 	}
 	return out
 }
@@ -280,25 +377,6 @@ func (b *Broker) Brief(id string) (Brief, bool) {
 	}
 	st := &e.snap.Status
 	return Brief{ID: st.ID, Program: st.Program, State: st.State, Alive: st.PID != nil, Ready: st.Ready, Ended: st.LastExit != nil}, true
-}
-
-// snapshots copies the registered instances' snapshots under the lock,
-// sorted by program then instance, keeping those that match.
-func (b *Broker) snapshots(agentsOnly bool, labels program.LabelSelector) []program.Snapshot {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sortLocked()
-	n := len(b.order)
-	if len(labels) > 0 {
-		n = 0 // a selection is usually a few of many
-	}
-	snaps := make([]program.Snapshot, 0, n)
-	for _, e := range b.order {
-		if (!agentsOnly || e.snap.Status.Agent) && (len(labels) == 0 || labels.Matches(specLabels(e.snap.Spec))) {
-			snaps = append(snaps, e.snap)
-		}
-	}
-	return snaps
 }
 
 // specLabels is a spec's labels (nil for no spec).
@@ -393,7 +471,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 	b.mu.Unlock()
 	// Derive (reading /proc) and publish outside the lock.
 	for _, d := range ready {
-		st := b.derive(d.snap, now, listTreeAge)
+		st := b.derive(&d.snap, now, listTreeAge)
 		b.mu.Lock()
 		gone := d.e.gone
 		d.e.seen = keyOf(&st)

@@ -18,8 +18,8 @@ type backend struct{ d *daemon }
 
 var _ api.Backend = (*backend)(nil)
 
-func (b *backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
-	return b.d.broker.Select(agentsOnly, labels)
+func (b *backend) List(agentsOnly bool, labels program.LabelSelector) ([]program.Status, func()) {
+	return b.d.broker.Listing(agentsOnly, labels)
 }
 
 func (b *backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {

@@ -1,10 +1,12 @@
 package human
 
 import (
+	"bufio"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -25,7 +27,8 @@ type TableOptions struct {
 }
 
 // Table writes the aligned ps table of list, cutting WHY so that no line is
-// wider than width. When the other columns alone are wider than that, WHY
+// wider than width. When its RSS figures are a second old or more, the
+// header says so: "RSS (3s ago)". When the other columns alone are wider than that, WHY
 // keeps MinWhy runes: a line that overflows beats a reason that is gone.
 func Table(w io.Writer, list []program.Status, width int) error {
 	return TableWith(w, list, width, TableOptions{})
@@ -36,6 +39,10 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 	header := Header
 	if o.Labels {
 		header = slices.Insert(slices.Clone(Header), len(Header)-1, "LABELS")
+	}
+	if age := SampleAge(list); age >= time.Second {
+		header = slices.Clone(header)
+		header[slices.Index(header, "RSS")] = "RSS (" + strconv.Itoa(int(age/time.Second)) + "s ago)"
 	}
 	cols := len(header)
 	cells := make([]string, 0, (len(list)+1)*cols)
@@ -63,8 +70,9 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 	}
 	whyWidth := max(width-whyAt, MinWhy)
 
-	var b strings.Builder
-	b.Grow((len(list) + 1) * (whyAt + 24))
+	// Written through a small buffer: a table of ten thousand lines is
+	// never held whole.
+	b := bufio.NewWriterSize(w, 32<<10)
 	for r := 0; r < len(cells); r += cols {
 		for c, n := range widths {
 			cell := cells[r+c]
@@ -74,8 +82,20 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 		b.WriteString(Cut(cells[r+cols-1], whyWidth))
 		b.WriteByte('\n')
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
+}
+
+// SampleAge is how old the oldest process sample of list was when the
+// list was computed (a listing may answer from samples a few seconds old):
+// the ps table's RSS header says it from a second up.
+func SampleAge(list []program.Status) time.Duration {
+	var age time.Duration
+	for i := range list {
+		if st := &list[i]; !st.SampledAt.IsZero() {
+			age = max(age, st.ComputedAt.Sub(st.SampledAt.Time))
+		}
+	}
+	return age
 }
 
 func orDash(s string) string {

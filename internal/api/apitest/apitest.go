@@ -39,6 +39,9 @@ type Backend struct {
 	// WaitDelay is how long an action with Wait takes to be done; a
 	// context that ends first (?timeout=D) leaves every instance in Failed.
 	WaitDelay time.Duration
+	// OnListWritten, if set, is List's written: called once a listing's
+	// answer is written.
+	OnListWritten func()
 
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
@@ -85,7 +88,15 @@ func (b *Backend) Calls() []string {
 }
 
 // List implements api.Backend.
-func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
+func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) ([]program.Status, func()) {
+	written := b.OnListWritten
+	if written == nil {
+		written = func() {}
+	}
+	return b.list(agentsOnly, labels), written
+}
+
+func (b *Backend) list(agentsOnly bool, labels program.LabelSelector) []program.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []program.Status
@@ -213,7 +224,7 @@ func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // ones do not count.
 func (b *Backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.List(false, nil) {
+	for _, st := range b.list(false, nil) {
 		if st.State == program.StateStopped || st.State == program.StateExited {
 			continue
 		}
