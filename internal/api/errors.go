@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tend-sh/tend/internal/parallel"
@@ -79,46 +82,67 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v) // the client may be gone; nothing to tell
 }
 
-// writeJSONList is writeJSON of a list (the same bytes), with its parts
-// encoded on all cores at once: at ten thousand statuses the encoding is
-// much of a listing's cost.
+// writeJSONList is writeJSON of a list (the same bytes), encoded in parts
+// of listPart elements, as many at once as there are cores, each round
+// written in order before the next is encoded: at ten thousand statuses the
+// encoding is much of a listing's cost, and the answer is never held whole
+// (a few parts' buffers, pooled, whatever the length of the list).
 func writeJSONList[T any](w http.ResponseWriter, code int, list []T) {
-	bounds := parallel.Parts(len(list), 500)
-	if len(bounds) <= 2 {
+	if len(list) <= listPart {
 		writeJSON(w, code, list)
 		return
 	}
-	parts := make([][]byte, len(bounds)-1)
-	var failed atomic.Bool
-	parallel.Each(len(parts), 1, func(k int) {
-		b, err := json.Marshal(list[bounds[k]:bounds[k+1]])
-		if err != nil {
-			failed.Store(true)
-		}
-		parts[k] = b
-	})
-	if failed.Load() {
-		writeJSON(w, code, list) // say what encoding/json says, as writeJSON would
-		return
+	round := runtime.GOMAXPROCS(0)
+	parts := make([]*bytes.Buffer, round)
+	for k := range parts {
+		parts[k] = partPool.Get().(*bytes.Buffer)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	// Each part is "[a,b]": the list is "[" parts' insides joined by "," "]".
-	for k, p := range parts {
-		sep := byte(',')
-		if k == 0 {
-			sep = '['
+	defer func() {
+		for _, p := range parts {
+			partPool.Put(p)
 		}
-		p[0] = sep
-		if k == len(parts)-1 {
-			p[len(p)-1] = ']'
-			p = append(p, '\n')
-		} else {
-			p = p[:len(p)-1]
+	}()
+	for lo := 0; lo < len(list); lo += round * listPart {
+		n := min(round, (len(list)-lo+listPart-1)/listPart)
+		var failed atomic.Bool
+		parallel.Each(n, 1, func(k int) {
+			from := lo + k*listPart
+			parts[k].Reset()
+			if err := json.NewEncoder(parts[k]).Encode(list[from:min(from+listPart, len(list))]); err != nil {
+				failed.Store(true)
+			}
+		})
+		if failed.Load() {
+			if lo == 0 {
+				writeJSON(w, code, list) // say what encoding/json says, as writeJSON would
+			}
+			return // the answer is cut short, which its reader sees
 		}
-		if _, err := w.Write(p); err != nil {
-			return // the client is gone
+		if lo == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(code)
+		}
+		// Each part is "[a,b]\n": the list is "[" parts' insides joined by
+		// "," "]\n".
+		for k := range n {
+			p := parts[k].Bytes()
+			if lo+k*listPart > 0 {
+				p[0] = ','
+			}
+			if lo+(k+1)*listPart < len(list) {
+				p = p[:len(p)-2]
+			}
+			if _, err := w.Write(p); err != nil {
+				return // the client is gone
+			}
 		}
 	}
 }
+
+// listPart is how many elements of a list writeJSONList encodes at once on
+// one core: about 80 KB of statuses.
+const listPart = 128
+
+// partPool holds writeJSONList's part buffers.
+var partPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -14,7 +14,7 @@ import (
 // encoder writes, at every size around the part boundaries.
 func TestWriteJSONListSameBytes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	for _, n := range []int{0, 1, 499, 1000, 1001, 2003, 4567} {
+	for _, n := range []int{0, 1, listPart - 1, listPart, listPart + 1, 4 * listPart, 4*listPart + 1, 499, 1000, 1001, 2003, 4567} {
 		list := make([]program.Status, n)
 		for i := range list {
 			list[i] = program.Status{ID: fmt.Sprintf("p%d:0", i), Program: fmt.Sprintf("p%d", i), State: "running", Why: "<up> & \"quoted\""}
