@@ -34,10 +34,14 @@ func shouldTrim(held, live uint64) bool {
 
 // trimmer runs trim once the pokes stop for trimAfter. Its timer is safe
 // for concurrent use, so poke needs no lock.
-type trimmer struct{ timer *time.Timer }
+// It also keeps the memory limit (memlimit.go) while the daemon runs.
+type trimmer struct {
+	timer     *time.Timer
+	stopLimit func()
+}
 
 func newTrimmer() *trimmer {
-	t := &trimmer{}
+	t := &trimmer{stopLimit: startLimit()}
 	t.timer = time.AfterFunc(trimAfter, trim) // the start is a burst of its own
 	return t
 }
@@ -45,7 +49,10 @@ func newTrimmer() *trimmer {
 // poke says the daemon is busy: trim no sooner than trimAfter from now.
 func (t *trimmer) poke() { t.timer.Reset(trimAfter) }
 
-func (t *trimmer) stop() { t.timer.Stop() }
+func (t *trimmer) stop() {
+	t.timer.Stop()
+	t.stopLimit()
+}
 
 func trim() {
 	s := []metrics.Sample{
