@@ -33,8 +33,8 @@ type stubBackend struct {
 	restarts []string
 }
 
-func (b *stubBackend) List(bool, program.LabelSelector) ([]program.Status, func()) {
-	return []program.Status{{ID: "web:0", Program: "web", State: program.StateRunning}}, func() {}
+func (b *stubBackend) List(bool, program.LabelSelector) (Statuses, func()) {
+	return StatusSlice{{ID: "web:0", Program: "web", State: program.StateRunning}}, func() {}
 }
 
 func (b *stubBackend) Status(sel string, _ program.LabelSelector) ([]program.Status, error) {
@@ -42,7 +42,7 @@ func (b *stubBackend) Status(sel string, _ program.LabelSelector) ([]program.Sta
 		return nil, program.ErrNotFound
 	}
 	list, _ := b.List(false, nil)
-	return list, nil
+	return list.(StatusSlice), nil
 }
 
 func (b *stubBackend) Restart(_ context.Context, sel string, _ program.ActOptions) (program.ActResult, error) {

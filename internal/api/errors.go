@@ -83,13 +83,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // writeJSONList is writeJSON of a list (the same bytes), encoded in parts
-// of listPart elements, as many at once as there are cores, each round
-// written in order before the next is encoded: at ten thousand statuses the
-// encoding is much of a listing's cost, and the answer is never held whole
-// (a few parts' buffers, pooled, whatever the length of the list).
+// (writeJSONParts).
 func writeJSONList[T any](w http.ResponseWriter, code int, list []T) {
-	if len(list) <= listPart {
-		writeJSON(w, code, list)
+	writeJSONParts(w, code, len(list), func(_, from, to int) []T { return list[from:to] })
+}
+
+// writeJSONParts writes the JSON array of n elements, encoded in parts of
+// listPart: as many parts at once as there are cores, each round written in
+// order before the next is encoded. part(k, from, to) gives elements
+// [from, to) to worker k (0 <= k < GOMAXPROCS), in a slice that may be k's
+// own, reused at its next call. At ten thousand statuses the encoding is
+// much of a listing's cost, and the answer is never held whole: a few
+// parts' buffers, pooled, whatever the length.
+func writeJSONParts[T any](w http.ResponseWriter, code int, n int, part func(k, from, to int) []T) {
+	if n <= listPart {
+		writeJSON(w, code, part(0, 0, n))
 		return
 	}
 	round := runtime.GOMAXPROCS(0)
@@ -102,19 +110,19 @@ func writeJSONList[T any](w http.ResponseWriter, code int, list []T) {
 			partPool.Put(p)
 		}
 	}()
-	for lo := 0; lo < len(list); lo += round * listPart {
-		n := min(round, (len(list)-lo+listPart-1)/listPart)
+	for lo := 0; lo < n; lo += round * listPart {
+		m := min(round, (n-lo+listPart-1)/listPart)
 		var failed atomic.Bool
-		parallel.Each(n, 1, func(k int) {
+		parallel.Each(m, 1, func(k int) {
 			from := lo + k*listPart
 			parts[k].Reset()
-			if err := json.NewEncoder(parts[k]).Encode(list[from:min(from+listPart, len(list))]); err != nil {
+			if err := json.NewEncoder(parts[k]).Encode(part(k, from, min(from+listPart, n))); err != nil {
 				failed.Store(true)
 			}
 		})
 		if failed.Load() {
-			if lo == 0 {
-				writeJSON(w, code, list) // say what encoding/json says, as writeJSON would
+			if lo == 0 { // say what encoding/json says, as writeJSON would
+				writeJSON(w, code, part(0, 0, min(listPart, n)))
 			}
 			return // the answer is cut short, which its reader sees
 		}
@@ -125,12 +133,12 @@ func writeJSONList[T any](w http.ResponseWriter, code int, list []T) {
 		}
 		// Each part is "[a,b]\n": the list is "[" parts' insides joined by
 		// "," "]\n".
-		for k := range n {
+		for k := range m {
 			p := parts[k].Bytes()
 			if lo+k*listPart > 0 {
 				p[0] = ','
 			}
-			if lo+(k+1)*listPart < len(list) {
+			if lo+(k+1)*listPart < n {
 				p = p[:len(p)-2]
 			}
 			if _, err := w.Write(p); err != nil {
@@ -140,9 +148,9 @@ func writeJSONList[T any](w http.ResponseWriter, code int, list []T) {
 	}
 }
 
-// listPart is how many elements of a list writeJSONList encodes at once on
-// one core: about 80 KB of statuses.
+// listPart is how many elements of a list writeJSONParts encodes at once
+// on one core: about 80 KB of statuses.
 const listPart = 128
 
-// partPool holds writeJSONList's part buffers.
+// partPool holds writeJSONParts's part buffers.
 var partPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -56,14 +56,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	// The list's process samples are refreshed once the answer is out (the
 	// call only starts that): the next listing finds them fresh.
 	defer written()
-	if list == nil {
-		list = []program.Status{}
-	}
 	if view == "table" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		return human.TableWith(w, list, width, cols)
+		return writeTable(w, list, width, cols)
 	}
-	writeJSONList(w, http.StatusOK, list)
+	writeStatuses(w, http.StatusOK, list)
 	return nil
 }
 

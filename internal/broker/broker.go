@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tend-sh/tend/internal/parallel"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -78,7 +77,9 @@ type Broker struct {
 }
 
 type entry struct {
-	snap program.Snapshot
+	// snap is never changed once stored (Update stores a new one): a
+	// listing copies pointers under the lock and reads them after.
+	snap *program.Snapshot
 	seen changeKey // what the last status_changed (or registration) said
 	last time.Time // when the last status_changed of it was published
 	gone bool      // forgotten: a pending announcement is dropped
@@ -164,10 +165,11 @@ func (b *Broker) sample(r liveRun, asOf time.Time, maxAge time.Duration) (progra
 // about changed. It does no I/O and never waits for Run.
 func (b *Broker) Update(s program.Snapshot) {
 	k := quickKey(&s, b.now())
+	snap := &s // moved to the heap: one allocation per change, none per listing
 	b.mu.Lock()
 	e, ok := b.entries[s.Status.ID]
 	if !ok {
-		e = &entry{snap: s, seen: k}
+		e = &entry{snap: snap, seen: k}
 		b.entries[s.Status.ID] = e
 		b.order = nil
 		if s.Status.Agent {
@@ -178,7 +180,7 @@ func (b *Broker) Update(s program.Snapshot) {
 		return
 	}
 	old := e.snap.Status.PID
-	e.snap = s
+	e.snap = snap
 	if k != e.seen {
 		b.markLocked(e)
 	}
@@ -225,7 +227,7 @@ func (b *Broker) Forget(id string) {
 func (b *Broker) Status(id string) (program.Status, error) {
 	b.mu.Lock()
 	e, ok := b.entries[id]
-	var snap program.Snapshot
+	var snap *program.Snapshot
 	if ok {
 		snap = e.snap
 	}
@@ -233,114 +235,17 @@ func (b *Broker) Status(id string) (program.Status, error) {
 	if !ok {
 		return program.Status{}, fmt.Errorf("%w: %s", program.ErrNotFound, id)
 	}
-	return b.derive(&snap, b.now(), statusTreeAge), nil
-}
-
-// List derives every registered instance's status from one snapshot of the
-// registry, sorted by program then instance; agentsOnly keeps agents.
-func (b *Broker) List(agentsOnly bool) []program.Status {
-	return b.Select(agentsOnly, nil)
-}
-
-// Select is List of the instances whose program's labels match labels:
-// the others are left out before anything is derived or read from /proc,
-// so a selection costs what its matches cost.
-func (b *Broker) Select(agentsOnly bool, labels program.LabelSelector) []program.Status {
-	return b.selectInto(nil, agentsOnly, labels, listTreeAge)
-}
-
-// Listing is Select answered without waiting for /proc: it reuses process
-// samples up to listStale old (sampling only the runs that have none as
-// recent), and each status says in sampled_at when its processes were
-// read. Call written once the answer is written, and use list no more: it
-// samples again, in the background, the runs whose samples are older than
-// listTreeAge, so that a poller's next call is fresh, and keeps list's
-// array for the next listing. A daemon nobody asks samples nothing.
-func (b *Broker) Listing(agentsOnly bool, labels program.LabelSelector) (list []program.Status, written func()) {
-	p := statusPool.Get().(*[]program.Status)
-	list = b.selectInto((*p)[:0], agentsOnly, labels, listStale)
-	return list, func() {
-		b.refresher.ask(b, selection{agentsOnly, labels})
-		clear(list) // hold no specs, processes or labels of the past
-		*p = list[:0]
-		statusPool.Put(p)
-	}
-}
-
-// Pools of the arrays a listing of ten thousand fills: a burst of listings
-// (dashboards, pollers, tend ps in a loop) reuses them rather than leave a
-// few megabytes of garbage each. What they hold is cleared when put back.
-var (
-	statusPool = sync.Pool{New: func() any { return new([]program.Status) }}
-	restPool   = sync.Pool{New: func() any { return new([]rest) }}
-)
-
-// selectInto is Select into dst's array (when it is long enough), reusing
-// process samples up to maxAge old.
-func (b *Broker) selectInto(dst []program.Status, agentsOnly bool, labels program.LabelSelector, maxAge time.Duration) []program.Status {
-	p := restPool.Get().(*[]rest)
-	out, rests := b.collect(dst[:0], (*p)[:0], agentsOnly, labels)
-	now := b.now()
-	// Deriving reads each run's processes from /proc and its cgroup: small
-	// blocking reads, most of a listing of ten thousand, shared by the cores.
-	parallel.Each(len(out), 256, func(i int) {
-		s := rests[i].snapshot(&out[i])
-		out[i] = b.derive(&s, now, maxAge)
-	})
-	clear(rests)
-	*p = rests[:0]
-	restPool.Put(p)
-	return out
-}
-
-// collect appends to out the statuses of the registered instances that
-// match, and to rests the rest of their snapshots, copied under the lock,
-// sorted by program then instance. A listing derives each status in place:
-// it holds one array of statuses, not also one of snapshots.
-func (b *Broker) collect(out []program.Status, rests []rest, agentsOnly bool, labels program.LabelSelector) ([]program.Status, []rest) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sortLocked()
-	if len(labels) == 0 { // a selection is usually a few of many
-		out, rests = slices.Grow(out, len(b.order)), slices.Grow(rests, len(b.order))
-	}
-	for _, e := range b.order {
-		if (!agentsOnly || e.snap.Status.Agent) && (len(labels) == 0 || labels.Matches(specLabels(e.snap.Spec))) {
-			out = append(out, e.snap.Status)
-			rests = append(rests, restOf(&e.snap))
-		}
-	}
-	return out, rests
-}
-
-// rest is a snapshot but for its Status.
-type rest struct {
-	spec       *program.Spec
-	backoff    *program.Backoff
-	stopping   string
-	lastOutput func() time.Time
-	turn       *bool
-	turnWait   time.Time
-	members    func(time.Time, time.Duration) program.Members
-}
-
-func restOf(s *program.Snapshot) rest {
-	return rest{s.Spec, s.Backoff, s.Stopping, s.LastOutput, s.Turn, s.TurnWait, s.Members}
-}
-
-// snapshot puts the snapshot together again with its status.
-func (r *rest) snapshot(st *program.Status) program.Snapshot {
-	return program.Snapshot{Status: *st, Spec: r.spec, Backoff: r.backoff, Stopping: r.stopping,
-		LastOutput: r.lastOutput, Turn: r.turn, TurnWait: r.turnWait, Members: r.members}
+	return b.derive(snap, b.now(), statusTreeAge), nil
 }
 
 // ListBare is List without the process trees (nothing is read from /proc):
 // lifecycle, state, pid and why, as cheap as the snapshots themselves.
 func (b *Broker) ListBare() []program.Status {
-	out, rests := b.collect(nil, nil, false, nil)
+	snaps := b.collect(nil, false, nil)
 	now := b.now()
-	for i := range out {
-		out[i] = Derive(rests[i].snapshot(&out[i]), now)
+	out := make([]program.Status, len(snaps))
+	for i, s := range snaps {
+		out[i] = Derive(*s, now)
 	}
 	return out
 }
@@ -450,7 +355,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 	now := b.now()
 	type due struct {
 		e    *entry
-		snap program.Snapshot
+		snap *program.Snapshot
 	}
 	var ready []due
 	b.mu.Lock()
@@ -462,7 +367,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 			continue
 		}
 		delete(b.due, e)
-		if quickKey(&e.snap, now) == e.seen {
+		if quickKey(e.snap, now) == e.seen {
 			continue // changed and changed back: nothing to say
 		}
 		e.last = now
@@ -471,7 +376,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 	b.mu.Unlock()
 	// Derive (reading /proc) and publish outside the lock.
 	for _, d := range ready {
-		st := b.derive(&d.snap, now, listTreeAge)
+		st := b.derive(d.snap, now, listTreeAge)
 		b.mu.Lock()
 		gone := d.e.gone
 		d.e.seen = keyOf(&st)
@@ -489,7 +394,7 @@ func (b *Broker) recheck() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range b.agents {
-		if e.snap.Status.PID != nil && quickKey(&e.snap, now) != e.seen {
+		if e.snap.Status.PID != nil && quickKey(e.snap, now) != e.seen {
 			b.markLocked(e)
 		}
 	}

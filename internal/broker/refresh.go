@@ -34,11 +34,12 @@ func (s selection) same(o selection) bool {
 // merge into every instance. Within listTreeAge of a refresh of every
 // instance, none is needed: back-to-back listings ask for one each.
 type refresher struct {
-	mu      sync.Mutex // guards pending, waiting, running and lastAll
+	mu      sync.Mutex // guards pending, waiting, running, lastAll and after
 	pending selection
 	waiting bool      // pending is to be run
 	running bool      // the goroutine is there
 	lastAll time.Time // when the last refresh of every instance began
+	after   func()    // AfterRefresh's
 
 	done sync.WaitGroup // the goroutine, for tests
 }
@@ -78,9 +79,22 @@ func (r *refresher) loop(b *Broker) {
 		if sel.same(everything) {
 			r.lastAll = b.now()
 		}
+		after := r.after
 		r.mu.Unlock()
 		b.refresh(sel)
+		if after != nil {
+			after()
+		}
 	}
+}
+
+// AfterRefresh sets fn to be called after each refresh, on its goroutine,
+// when the listing and its sampling are done and the next request is
+// likely seconds away: the daemon collects its garbage there.
+func (b *Broker) AfterRefresh(fn func()) {
+	b.refresher.mu.Lock()
+	b.refresher.after = fn
+	b.refresher.mu.Unlock()
 }
 
 // refresh samples again the live runs of sel whose samples are older than

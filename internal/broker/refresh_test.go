@@ -70,6 +70,15 @@ func sampled(t *testing.T, n int) (*Broker, *clock, []*sampler) {
 	return b, c, ss
 }
 
+// statuses derives every status of l.
+func statuses(l *List) []program.Status {
+	out := make([]program.Status, l.Len())
+	for i := range out {
+		out[i] = l.Status(i)
+	}
+	return out
+}
+
 func taken(ss []*sampler) (n int) {
 	for _, s := range ss {
 		n += s.count()
@@ -83,7 +92,8 @@ func taken(ss []*sampler) (n int) {
 func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 	b, c, ss := sampled(t, 3)
 
-	list, written := b.Listing(false, nil) // nothing sampled yet: sampled now
+	l := b.Listing(false, nil) // nothing sampled yet: sampled now
+	list := statuses(l)
 	if got := taken(ss); got != 3 {
 		t.Fatalf("first listing took %d samples, want 3", got)
 	}
@@ -92,14 +102,15 @@ func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 			t.Errorf("%s: sampled_at %v, rss %d; want %v, 1", st.ID, st.SampledAt, st.RSSBytes, t0)
 		}
 	}
-	written()
+	l.Written()
 	b.refresher.done.Wait()
 	if got := taken(ss); got != 3 {
 		t.Errorf("a refresh right after fresh samples took %d, want none", got-3)
 	}
 
 	c.add(5 * time.Second) // a poller's next call, 5s later
-	list, written = b.Listing(false, nil)
+	l = b.Listing(false, nil)
+	list = statuses(l)
 	if got := taken(ss); got != 3 {
 		t.Errorf("a listing within listStale sampled %d runs itself", got-3)
 	}
@@ -108,20 +119,21 @@ func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 			t.Errorf("%s: processes %v old, want 5s", st.ID, age)
 		}
 	}
-	written()
+	l.Written()
 	b.refresher.done.Wait()
 	if got := taken(ss); got != 6 {
 		t.Errorf("the refresh after the answer took %d samples, want 3", got-3)
 	}
 
 	c.add(500 * time.Millisecond)
-	list, written = b.Listing(false, nil)
+	l = b.Listing(false, nil)
+	list = statuses(l)
 	for _, st := range list {
 		if !st.SampledAt.Equal(t0.Add(5 * time.Second)) {
 			t.Errorf("%s: sampled_at %v, want the refresh's %v", st.ID, st.SampledAt, t0.Add(5*time.Second))
 		}
 	}
-	written()               // the list is not to be used after this
+	l.Written()             // the list is not to be used after this
 	b.refresher.done.Wait() // within listTreeAge of the last refresh: none
 	if got := taken(ss); got != 6 {
 		t.Errorf("a listing 0.5s after a refresh refreshed again (%d samples)", got-6)
@@ -132,11 +144,11 @@ func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 // quiet reads them itself, before it answers.
 func TestListingSamplesWhatIsTooOld(t *testing.T) {
 	b, c, ss := sampled(t, 2)
-	_, written := b.Listing(false, nil)
-	written()
+	l := b.Listing(false, nil)
+	l.Written()
 	b.refresher.done.Wait()
 	c.add(listStale)
-	list, _ := b.Listing(false, nil)
+	list := statuses(b.Listing(false, nil))
 	if got := taken(ss); got != 4 {
 		t.Errorf("after %v: %d samples in all, want 4", listStale, got)
 	}
@@ -167,9 +179,9 @@ func TestStatusIsAlwaysFresh(t *testing.T) {
 // work, and a broker nobody lists takes no sample.
 func TestNoSamplingWhenIdle(t *testing.T) {
 	b, c, ss := sampled(t, 2)
-	_, written := b.Listing(false, nil)
+	l := b.Listing(false, nil)
 	c.add(2 * time.Second)
-	written()
+	l.Written()
 	b.refresher.done.Wait()
 	b.refresher.mu.Lock()
 	running := b.refresher.running
@@ -193,16 +205,17 @@ func TestRefreshFollowsTheSelection(t *testing.T) {
 	var agent, worker sampler
 	b.Update(snap("a:0", func(s *program.Snapshot) { running(1)(s); s.Status.Agent = true; s.Members = agent.members }))
 	b.Update(snap("w:0", func(s *program.Snapshot) { running(2)(s); s.Members = worker.members }))
-	_, written := b.Listing(false, nil)
-	written()
+	l := b.Listing(false, nil)
+	l.Written()
 	b.refresher.done.Wait()
 
 	c.add(2 * time.Second)
-	list, written := b.Listing(true, nil)
+	l = b.Listing(true, nil)
+	list := statuses(l)
 	if len(list) != 1 || list[0].ID != "a:0" {
 		t.Fatalf("agents: %v", list)
 	}
-	written()
+	l.Written()
 	b.refresher.done.Wait()
 	if agent.count() != 2 || worker.count() != 1 {
 		t.Errorf("after an agents' listing: agent sampled %d times, worker %d; want 2, 1", agent.count(), worker.count())
@@ -215,5 +228,22 @@ func TestRefreshFollowsTheSelection(t *testing.T) {
 	r.ask(b, selection{agentsOnly: true})
 	if !r.waiting || !r.pending.same(everything) {
 		t.Errorf("two selections waiting: %+v, want every instance", r.pending)
+	}
+}
+
+// AfterRefresh's func runs once each refresh is done, on its goroutine.
+func TestAfterRefresh(t *testing.T) {
+	b, c, ss := sampled(t, 2)
+	var calls, samplesThen int
+	b.AfterRefresh(func() { calls, samplesThen = calls+1, taken(ss) })
+	b.Listing(false, nil).Written()
+	b.refresher.done.Wait()
+	c.add(2 * time.Second)
+	l := b.Listing(false, nil)
+	statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	if calls != 2 || samplesThen != 4 {
+		t.Errorf("called after %d refreshes, seeing %d samples taken; want 2, 4 (the second refresh's too)", calls, samplesThen)
 	}
 }

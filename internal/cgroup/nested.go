@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -74,15 +75,48 @@ func subdirs(dir string) (uint64, error) {
 
 // TopProcs returns the pids in the group itself, from its cgroup.procs
 // alone: one file read. It is Procs when Nested says no instance group has
-// a group below it.
+// a group below it. A listing reads it for every run: a group of a few
+// dozen processes is read into a buffer on the stack.
 func (g *Group) TopProcs() ([]int, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
-	var buf [512]byte
-	b, err := readGrowing(filepath.Join(g.path, "cgroup.procs"), buf[:])
+	path := g.path + "/cgroup.procs"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return parseProcs(b)
+	var buf [512]byte
+	n, err := readFd(fd, buf[:])
+	unix.Close(fd)
+	switch {
+	case err != nil:
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	case n == len(buf): // more than fits: read it again, whole
+		b, err := readGrowing(path, make([]byte, 4*len(buf)))
+		if err != nil {
+			return nil, err
+		}
+		return parseProcs(b)
+	}
+	return parseProcs(buf[:n])
+}
+
+// readFd reads fd into buf until buf is full or the file ends.
+func readFd(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }

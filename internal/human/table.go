@@ -27,35 +27,68 @@ type TableOptions struct {
 }
 
 // Table writes the aligned ps table of list, cutting WHY so that no line is
-// wider than width. When its RSS figures are a second old or more, the
-// header says so: "RSS (3s ago)". When the other columns alone are wider than that, WHY
+// wider than width. When the other columns alone are wider than that, WHY
 // keeps MinWhy runes: a line that overflows beats a reason that is gone.
+// When its RSS figures are a second old or more, the header says so: "RSS
+// (3s ago)", the oldest.
 func Table(w io.Writer, list []program.Status, width int) error {
 	return TableWith(w, list, width, TableOptions{})
 }
 
 // TableWith is Table with the optional columns o asks for.
 func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) error {
-	header := Header
+	t := NewTable(o, len(list))
+	for i := range list {
+		t.Add(&list[i])
+	}
+	return t.Write(w, width)
+}
+
+// A PsTable is the ps table built a row at a time (Add), then written
+// whole: a listing adds its statuses as it derives them, and keeps their
+// cells, not the statuses.
+type PsTable struct {
+	o     TableOptions
+	cols  int
+	cells []string      // the rows' cells, cols a row, after the header's row
+	age   time.Duration // of the oldest process sample added
+}
+
+// NewTable returns an empty table with the columns o asks for, with room
+// for rows rows.
+func NewTable(o TableOptions, rows int) *PsTable {
+	t := &PsTable{o: o, cols: len(Header)}
 	if o.Labels {
+		t.cols++
+	}
+	t.cells = make([]string, t.cols, (rows+1)*t.cols) // the header's, filled by Write
+	return t
+}
+
+// Add appends st's row.
+func (t *PsTable) Add(st *program.Status) {
+	t.cells = append(t.cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
+		RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
+	if t.o.Labels {
+		t.cells = append(t.cells, orDash(program.FormatLabels(st.Labels)))
+	}
+	t.cells = append(t.cells, st.Why)
+	if !st.SampledAt.IsZero() {
+		t.age = max(t.age, st.ComputedAt.Sub(st.SampledAt.Time))
+	}
+}
+
+// Write writes the table, no line wider than width but for MinWhy.
+func (t *PsTable) Write(w io.Writer, width int) error {
+	header := Header
+	if t.o.Labels {
 		header = slices.Insert(slices.Clone(Header), len(Header)-1, "LABELS")
 	}
-	if age := SampleAge(list); age >= time.Second {
-		header = slices.Clone(header)
-		header[slices.Index(header, "RSS")] = "RSS (" + strconv.Itoa(int(age/time.Second)) + "s ago)"
+	copy(t.cells, header)
+	if t.age >= time.Second {
+		t.cells[slices.Index(header, "RSS")] = "RSS (" + strconv.Itoa(int(t.age/time.Second)) + "s ago)"
 	}
-	cols := len(header)
-	cells := make([]string, 0, (len(list)+1)*cols)
-	cells = append(cells, header...)
-	for i := range list {
-		st := &list[i]
-		cells = append(cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
-			RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
-		if o.Labels {
-			cells = append(cells, orDash(program.FormatLabels(st.Labels)))
-		}
-		cells = append(cells, st.Why)
-	}
+	cols, cells := t.cols, t.cells
 	// Every column but WHY is as wide as its widest cell plus the padding;
 	// WHY starts where they end.
 	widths := make([]int, cols-1)
@@ -72,7 +105,7 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 
 	// Written through a small buffer: a table of ten thousand lines is
 	// never held whole.
-	b := bufio.NewWriterSize(w, 32<<10)
+	b := bufio.NewWriterSize(w, 16<<10)
 	for r := 0; r < len(cells); r += cols {
 		for c, n := range widths {
 			cell := cells[r+c]
@@ -83,19 +116,6 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 		b.WriteByte('\n')
 	}
 	return b.Flush()
-}
-
-// SampleAge is how old the oldest process sample of list was when the
-// list was computed (a listing may answer from samples a few seconds old):
-// the ps table's RSS header says it from a second up.
-func SampleAge(list []program.Status) time.Duration {
-	var age time.Duration
-	for i := range list {
-		if st := &list[i]; !st.SampledAt.IsZero() {
-			age = max(age, st.ComputedAt.Sub(st.SampledAt.Time))
-		}
-	}
-	return age
 }
 
 func orDash(s string) string {

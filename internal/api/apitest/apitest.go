@@ -88,12 +88,12 @@ func (b *Backend) Calls() []string {
 }
 
 // List implements api.Backend.
-func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) ([]program.Status, func()) {
+func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) (api.Statuses, func()) {
 	written := b.OnListWritten
 	if written == nil {
 		written = func() {}
 	}
-	return b.list(agentsOnly, labels), written
+	return api.StatusSlice(b.list(agentsOnly, labels)), written
 }
 
 func (b *Backend) list(agentsOnly bool, labels program.LabelSelector) []program.Status {
