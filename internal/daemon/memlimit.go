@@ -105,3 +105,37 @@ func readUse() (other, live uint64) {
 	}
 	return other, s[4].Value.Uint64()
 }
+
+// collectAfterBurst collects now, once a listing has been answered and its
+// samples refreshed (the broker's AfterRefresh), when what was allocated
+// since the last collection is over a quarter of the headroom the
+// collector leaves itself under the limit: the next listing, likely
+// seconds away,
+// then finds it free instead of paying for a collection in the middle of
+// its answer. Nothing while no daemon keeps the limit (an operator's
+// GOMEMLIMIT).
+func collectAfterBurst() {
+	limiter.mu.Lock()
+	on := limiter.users > 0
+	limiter.mu.Unlock()
+	if !on {
+		return
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if objects, live := s[0].Value.Uint64(), s[1].Value.Uint64(); objects > live && objects-live > usable(live)/4 {
+		runtime.GC()
+	}
+}
+
+// usable is how much of the headroom over live bytes the collector lets a
+// program allocate before it must have collected: the runtime keeps 3% of
+// its goal under a memory limit (at least 1 MiB) to itself.
+func usable(live uint64) uint64 {
+	headroom := max(headroomFloor, live/headroomShare)
+	margin := max(1<<20, (live+headroom)*3/100)
+	if headroom <= margin {
+		return headroom / 2
+	}
+	return headroom - margin
+}

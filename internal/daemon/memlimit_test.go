@@ -71,3 +71,18 @@ func TestLimitFollowsCollections(t *testing.T) {
 		t.Errorf("the operator's limit became %d at stop", l)
 	}
 }
+
+// What the collector may allocate before it must have collected: the
+// headroom less the runtime's own margin under a limit.
+func TestUsable(t *testing.T) {
+	const mb = 1 << 20
+	for live, want := range map[uint64]uint64{
+		6 * mb:  1 * mb,              // the floor, less 1 MiB
+		60 * mb: 15*mb - 75*mb*3/100, // a quarter, less 3% of live and headroom
+		0:       1 * mb,
+	} {
+		if got := usable(live); got != want {
+			t.Errorf("usable(%d) = %d, want %d", live, got, want)
+		}
+	}
+}
