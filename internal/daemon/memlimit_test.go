@@ -10,7 +10,7 @@ import (
 )
 
 // The limit is what the runtime uses besides the heap, the live heap, and
-// headroom: a quarter of the live heap, at least headroomFloor.
+// headroom: a fifth of the live heap, at least headroomFloor.
 func TestMemLimit(t *testing.T) {
 	const mb = 1 << 20
 	for _, tc := range []struct {
@@ -19,7 +19,7 @@ func TestMemLimit(t *testing.T) {
 		want        int64
 	}{
 		{"small daemon: the floor", 5 * mb, 6 * mb, 13 * mb},
-		{"ten thousand instances: a quarter", 12 * mb, 60 * mb, 87 * mb},
+		{"ten thousand instances: a fifth", 12 * mb, 60 * mb, 84 * mb},
 		{"empty", 0, 0, headroomFloor},
 	} {
 		if got := memLimit(tc.other, tc.live); got != tc.want {
@@ -78,7 +78,7 @@ func TestUsable(t *testing.T) {
 	const mb = 1 << 20
 	for live, want := range map[uint64]uint64{
 		6 * mb:  1 * mb,              // the floor, less 1 MiB
-		60 * mb: 15*mb - 75*mb*3/100, // a quarter, less 3% of live and headroom
+		60 * mb: 12*mb - 72*mb*3/100, // a fifth, less 3% of live and headroom
 		0:       1 * mb,
 	} {
 		if got := usable(live); got != want {
