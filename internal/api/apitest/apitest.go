@@ -36,12 +36,12 @@ type Backend struct {
 	UpgradeHandoff bool
 	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
 	OnShutdown func()
-	// WaitDelay is how long an action with Wait takes to be done; a
-	// context that ends first (?timeout=D) leaves every instance in Failed.
-	WaitDelay time.Duration
 	// OnListWritten, if set, is List's written: called once a listing's
 	// answer is written.
 	OnListWritten func()
+	// WaitDelay is how long an action with Wait takes to be done; a
+	// context that ends first (?timeout=D) leaves every instance in Failed.
+	WaitDelay time.Duration
 
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
