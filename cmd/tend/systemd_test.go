@@ -27,7 +27,8 @@ import (
 //   - tend wedged (SIGSTOP): the watchdog ends it, and the same;
 //   - systemctl reload: tend reload, a new program starts, the rest run on;
 //   - systemctl stop: tend's own shutdown, no process of any run left, the
-//     unit inactive, not failed.
+//     unit inactive, not failed, and the scope tend had systemd make for its
+//     runs' groups (tend-ID.scope, beside the unit) gone.
 //
 // The unit is the shipped file with the paths of this test, plus a drop-in
 // that keeps systemd's default dependencies (journald, udev, ...) out of a
@@ -101,6 +102,10 @@ shell = "setsid sleep 100062 & exec sleep 100063"
 	if out, _ := sd.run("systemctl", "is-active", "tend"); strings.TrimSpace(out) != "inactive" {
 		t.Errorf("after systemctl stop the unit is %q, want inactive", strings.TrimSpace(out))
 	}
+	testutil.Eventually(t, "the runs' scope gone", func() bool {
+		ms, _ := filepath.Glob(filepath.Join(sd.cg, "system.slice", "tend-*.scope"))
+		return len(ms) == 0
+	})
 }
 
 // systemd is a systemd booted in namespaces of its own for one test.
@@ -216,12 +221,13 @@ func (sd *systemd) systemctl(t *testing.T, args ...string) {
 	}
 }
 
-// unitGroup is the cgroup tend's runs are in: tend-ID in the unit's own.
+// unitGroup is the cgroup tend's runs are in: tend-ID in the scope
+// tend-ID.scope that tend has systemd make for them beside its unit.
 func (sd *systemd) unitGroup(t *testing.T) string {
 	t.Helper()
-	ms, _ := filepath.Glob(filepath.Join(sd.cg, "system.slice", "tend.service", "tend-*"))
+	ms, _ := filepath.Glob(filepath.Join(sd.cg, "system.slice", "tend-*.scope", "tend-*"))
 	if len(ms) != 1 {
-		t.Fatalf("tend.service's cgroup holds %v, want one tend-ID", ms)
+		t.Fatalf("system.slice holds %v, want one tend-ID.scope/tend-ID", ms)
 	}
 	return ms[0]
 }

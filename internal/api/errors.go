@@ -51,8 +51,10 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, program.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, program.ErrExists):
+	case errors.Is(err, program.ErrExists), errors.Is(err, program.ErrNotTerminal):
 		return http.StatusConflict
+	case errors.Is(err, program.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, program.ErrInvalid), errors.Is(err, program.ErrBadConfig), errors.Is(err, program.ErrBadLabel):
 		return http.StatusBadRequest
 	case errors.Is(err, program.ErrNotRunning):

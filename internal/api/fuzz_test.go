@@ -28,11 +28,13 @@ func (b configBackend) ParseProgram(body []byte) (program.Spec, error) {
 }
 
 // fuzzServer is a fresh server over the seeded fake (web:0, web:1,
-// planner:0) with logs in logDir and events in ev.
+// planner:0, a terminal) with logs in logDir and events in ev.
 func fuzzServer(logDir string, ev *apitest.Events) http.Handler {
 	b := apitest.NewBackend(logDir)
 	seed(b)
-	return api.New(configBackend{b}, ev, api.Options{}).Handler()
+	tt := apitest.NewTerminals(b)
+	tt.AddTTY("planner:0", 80, 24)
+	return api.New(configBackend{b}, ev, api.Options{Terminals: tt}).Handler()
 }
 
 // serve runs one request through h with an already cancelled context, so a
@@ -116,6 +118,7 @@ func FuzzAddBody(f *testing.F) {
 type pathCase struct {
 	method, target string
 	accept         string
+	body           string
 	textOK         bool // a 200 may be plain text or SSE rather than JSON
 }
 
@@ -148,6 +151,9 @@ func FuzzPaths(f *testing.F) {
 			{method: "GET", target: "/v1/logs/" + seg + "?" + q, textOK: true},
 			{method: "GET", target: "/v1/events?" + eq, accept: "application/json"},
 			{method: "GET", target: "/v1/events?" + eq, accept: "text/event-stream", textOK: true},
+			{method: "GET", target: "/v1/screen/" + seg + "?" + url.Values{"ansi": {tail}}.Encode()},
+			{method: "POST", target: "/v1/programs/" + seg + "/input", body: `{"text": "x"}`},
+			{method: "GET", target: "/v1/attach/" + seg},
 			// The same strings unescaped: whatever the URL parser and the
 			// mux make of them.
 			{method: "GET", target: "/v1/status/" + id},
@@ -156,7 +162,7 @@ func FuzzPaths(f *testing.F) {
 			{method: "GET", target: "/v1/events?since=" + since + "&kinds=" + kinds + "&id=" + evID, accept: "application/json"},
 		}
 		for _, c := range cases {
-			req, err := http.NewRequest(c.method, "http://tend"+c.target, nil)
+			req, err := http.NewRequest(c.method, "http://tend"+c.target, strings.NewReader(c.body))
 			if err != nil {
 				continue // no client can send it
 			}

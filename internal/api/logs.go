@@ -2,32 +2,42 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // Log tail limits.
 const (
 	defaultTail = 100
 	maxTail     = 100000
+	// ttyRecordsPerLine is how many records a tail reads for each line it
+	// is asked for: a terminal's text line may be several records (each
+	// read of the terminal is one).
+	ttyRecordsPerLine = 4
 )
 
 // logRequest is what GET /v1/logs/{sel} asks for.
 type logRequest struct {
 	q          logfile.Query
+	tail       int // the lines asked for (q.Tail reads more records of a terminal's log: see ttyText)
 	follow     bool
 	timestamps bool
 	json       bool
+	raw        bool // a terminal's log as the bytes the program wrote
 }
 
-// parseLogRequest reads ?tail=N&follow=1&since=D&timestamps=1&stderr=1 and
-// the Accept header.
+// parseLogRequest reads ?tail=N&follow=1&since=D&timestamps=1&stderr=1&raw=1
+// and the Accept header.
 func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
 	var lr logRequest
 	since, err := sinceParam(r, now)
@@ -43,9 +53,14 @@ func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
 		return lr, err
 	}
 	lr.q = logfile.Query{Tail: min(tail, maxTail), Since: since}
+	lr.tail = lr.q.Tail
 	if lr.q.Stderr, err = boolParam(r, "stderr"); err != nil {
 		return lr, err
 	}
+	if lr.raw, err = boolParam(r, "raw"); err != nil {
+		return lr, err
+	}
+
 	if lr.follow, err = boolParam(r, "follow"); err != nil {
 		return lr, err
 	}
@@ -78,7 +93,9 @@ func sinceParam(r *http.Request, now time.Time) (time.Time, error) {
 // follow it goes on with every new line of each of them until the client
 // goes away. With Accept: application/json it answers JSON lines
 // {"ts","id","stream","line"} (and "partial": true for a line that did not
-// end with a newline).
+// end with a newline). A terminal's log (stream tty) is shown as text,
+// without control sequences, one line per line; with raw=1 as the bytes
+// the program wrote.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	sel, err := selectorParam(r.PathValue("id"))
 	if err != nil {
@@ -104,7 +121,21 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	lw := &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: lr, prefix: len(srcs) > 1}
+	if lr.tail > 0 && !lr.raw && slices.ContainsFunc(srcs, func(s logfile.Source) bool { return s.TTY }) {
+		// A terminal's text line may be several records (each read of the
+		// terminal is one): read more of them, and keep the last lines.
+		lw.keep = true
+		lr.q.Tail = min(lr.tail*ttyRecordsPerLine, maxTail)
+	}
 	cur, err := logfile.Read(srcs, lr.q, lw.line)
+	if err == nil {
+		if !lr.follow {
+			err = lw.endText() // a prompt waiting for input is the last line
+		}
+		if err == nil {
+			err = lw.writeKept()
+		}
+	}
 	if err == nil {
 		err = lw.flush()
 	}
@@ -159,6 +190,10 @@ type lineWriter struct {
 	lr     logRequest
 	prefix bool // more than one instance: "NAME:K | " before each line
 	buf    []byte
+	text   map[string]*ttyText // each instance's terminal text, as its records come
+	keep   bool                // the tail: lines are kept (the last lr.tail of them) until writeKept
+	kept   []logfile.Entry     // a ring of the last lines, when keep
+	next   int                 // where the ring's next line goes
 }
 
 // write sends entries and flushes them to the client.
@@ -188,7 +223,93 @@ type jsonLine struct {
 	Partial bool         `json:"partial,omitempty"`
 }
 
+// line takes an entry as Read and the cursor give it: a terminal's record
+// is turned into the text lines it completes, unless raw.
 func (lw *lineWriter) line(e *logfile.Entry) error {
+	if e.Stream != logfile.TTY || lw.lr.raw {
+		return lw.out(e)
+	}
+	tt := lw.text[e.ID]
+	if tt == nil {
+		if lw.text == nil {
+			lw.text = map[string]*ttyText{}
+		}
+		tt = &ttyText{l: terminal.NewTextLines(logfile.DefaultLineMax)}
+		lw.text[e.ID] = tt
+	}
+	tt.last = e.TS
+	var err error
+	emit := func(line []byte) {
+		if err == nil {
+			t := *e
+			t.Line, t.Partial = line, false
+			err = lw.out(&t)
+		}
+	}
+	tt.l.Write(e.Line, emit)
+	if !e.Partial {
+		tt.l.Write([]byte{'\n'}, emit)
+	}
+	return err
+}
+
+// ttyText is one instance's terminal records turned into text lines.
+type ttyText struct {
+	l    *terminal.TextLines
+	last time.Time // of the last record
+}
+
+// endText ends each terminal's unfinished line (a prompt) as a partial one.
+func (lw *lineWriter) endText() error {
+	var err error
+	for _, id := range slices.Sorted(maps.Keys(lw.text)) {
+		tt := lw.text[id]
+		tt.l.Flush(func(line []byte) {
+			if err == nil {
+				err = lw.out(&logfile.Entry{ID: id, Record: logfile.Record{TS: tt.last, Stream: logfile.TTY, Partial: true, Line: line}})
+			}
+		})
+	}
+	return err
+}
+
+// out writes a line, or keeps it for writeKept during the tail.
+func (lw *lineWriter) out(e *logfile.Entry) error {
+	if !lw.keep {
+		return lw.write1(e)
+	}
+	c := *e
+	c.Line = bytes.Clone(e.Line)
+	if len(lw.kept) < lw.lr.tail {
+		lw.kept = append(lw.kept, c)
+	} else {
+		lw.kept[lw.next] = c
+	}
+	lw.next = (lw.next + 1) % lw.lr.tail
+	return nil
+}
+
+// writeKept writes the kept lines, oldest first, and ends keeping.
+func (lw *lineWriter) writeKept() error {
+	if !lw.keep {
+		return nil
+	}
+	lw.keep = false
+	start := 0
+	if len(lw.kept) == lw.lr.tail {
+		start = lw.next
+	}
+	for i := range lw.kept {
+		if err := lw.write1(&lw.kept[(start+i)%len(lw.kept)]); err != nil {
+			return err
+		}
+	}
+	lw.kept = nil
+	return nil
+}
+
+// write1 writes one line in the response's form.
+func (lw *lineWriter) write1(e *logfile.Entry) error {
 	if lw.lr.json {
 		b, err := json.Marshal(jsonLine{TS: program.Time{Time: e.TS}, ID: e.ID, Stream: e.Stream.String(), Line: string(e.Line), Partial: e.Partial})
 		if err != nil {
@@ -209,7 +330,10 @@ func (lw *lineWriter) line(e *logfile.Entry) error {
 		}
 		b = append(b, ' ')
 	}
-	b = append(append(b, e.Line...), '\n')
+	b = append(b, e.Line...)
+	if !lw.lr.raw || e.Stream != logfile.TTY || !e.Partial {
+		b = append(b, '\n') // raw: a terminal's newline only where the program wrote one
+	}
 	lw.buf = b
 	_, err := lw.bw.Write(b)
 	return err

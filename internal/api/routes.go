@@ -42,6 +42,11 @@ func (s *Server) routes() {
 		{"POST /v1/programs/{name}/scale", private, s.handle(s.scale)},
 		{"POST /v1/programs/{id}/signal", private, s.handle(s.signal)}, // an attached client's Ctrl-C
 
+		// Terminals of tty instances (terminal.go, attach.go).
+		{"GET /v1/screen/{id}", private, s.handle(s.screen)},
+		{"POST /v1/programs/{id}/input", private, s.handle(s.input)},
+		{"GET /v1/attach/{id}", private, s.handle(s.attach)}, // a WebSocket
+
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},
 		{"POST /v1/upgrade", private, s.handle(s.upgrade)},

@@ -32,6 +32,11 @@ type Options struct {
 	// Metrics serves GET /metrics (the Prometheus text format). nil: the
 	// route answers 404.
 	Metrics http.Handler
+
+	// Terminals serves the terminal routes: GET /v1/screen/{id}, POST
+	// /v1/programs/{id}/input and the WebSocket GET /v1/attach/{id}. nil:
+	// they answer 501.
+	Terminals Terminals
 }
 
 // Server serves the API. Create it with New, add listeners with ServeUnix,

@@ -27,6 +27,9 @@ func Derive(s program.Snapshot, now time.Time) program.Status {
 			st.Degraded = false // this run has outlived stable_run_reset
 		}
 	}
+	if s.TTY != nil {
+		st.TTY = s.TTY()
+	}
 	st.TurnActive = alive && turnActive(s, now)
 	if alive && !s.TurnWait.IsZero() {
 		st.TurnWaitUntil = &program.Time{Time: s.TurnWait}

@@ -10,8 +10,10 @@
 // daemon finds its own again; PARENT is tend's own group (cgroup = "auto"),
 // where the daemon moves itself into a leaf of its own so that the groups
 // above its runs hold no process and may have the memory, cpu and pids
-// controllers enabled for them, or the directory cgroup = DIR names, in
-// which tend touches nothing but its own subtree. A child is placed in its
+// controllers enabled for them, or, for tend started as a systemd service,
+// a scope of its own that systemd makes beside the service (scope.go says
+// why), or the directory cgroup = DIR names, in which tend touches nothing
+// but its own subtree. A child is placed in its
 // group at fork (clone3 with CLONE_INTO_CGROUP, through the directory
 // descriptor that Group.Prepare returns), killed as a whole by cgroup.kill,
 // and known to be gone when cgroup.events says "populated 0", which the
@@ -36,10 +38,14 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // daemonLeaf is the group the daemon moves itself into, beside its runs'.
@@ -57,6 +63,7 @@ type Tree struct {
 	off         map[string]string // why each wanted controller is not in controllers
 	why         string            // what limits the tree ("" when the memory controller is on)
 	leaf        string            // the daemon's leaf when Setup moved the daemon there, else ""
+	scope       string            // the systemd scope's group that path is in (PARENT), else ""
 	w           *watcher
 	kept        keptFiles // memory.current of each group, open for MemoryCurrent
 	made        madeGroups
@@ -134,4 +141,22 @@ func (t *Tree) Names() ([]string, error) {
 func (t *Tree) Close() error {
 	t.kept.closeAll()
 	return t.w.close()
+}
+
+// Leave is the daemon's last act on its tree as it stops (or fails to
+// start): it removes the daemon's subtree if it is empty and the daemon is
+// not in it, and then, in a systemd scope, ends the scope's holder so that
+// systemd removes the scope, now empty; then it closes the tree. A run
+// still alive keeps its group, the subtree and the scope for the next
+// daemon.
+func (t *Tree) Leave() error {
+	var err error
+	if t.leaf == "" {
+		if e := unix.Rmdir(t.path); e == nil || e == unix.ENOENT {
+			if t.scope != "" {
+				err = (&Group{t: t, name: holdLeaf, path: filepath.Join(t.scope, holdLeaf)}).Remove()
+			}
+		}
+	}
+	return errors.Join(err, t.Close())
 }

@@ -163,9 +163,11 @@ func TestFakeNoMemoryController(t *testing.T) {
 	}
 }
 
-// Setup "auto" where tend runs in a group with controllers to delegate (a
-// systemd service with Delegate=yes): it moves itself into tend-ID/daemon
-// and enables the controllers in its group and in tend-ID.
+// Setup "auto" where tend runs in a group with controllers to delegate
+// (here a service's, but tend is not the process systemd started there,
+// so no scope is asked for; or a tend re-executed in the leaf it had
+// moved to): it moves itself into tend-ID/daemon and enables the
+// controllers in its group and in tend-ID.
 func TestFakeAutoMovesDaemon(t *testing.T) {
 	f := newFake(t)
 	own := filepath.Join(f.root, "system.slice", "tend.service")

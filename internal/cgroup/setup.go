@@ -80,7 +80,9 @@ func newTree(dir string, controllers []string, off map[string]string, why, leaf 
 	return &Tree{path: dir, controllers: controllers, off: off, why: why, leaf: leaf, w: newWatcher()}
 }
 
-// setupAuto finds tend's own group OWN and makes OWN/tend-ID.
+// setupAuto finds tend's own group OWN and makes OWN/tend-ID, or, when
+// OWN is the cgroup of the systemd service tend was started as, the same
+// in a scope of its own beside OWN (scope.go says why).
 func setupAuto(id, mountinfo, selfCgroup string) (*Tree, string) {
 	if !validID(id) {
 		return nil, fmt.Sprintf("bad state directory id %q", id)
@@ -130,6 +132,9 @@ func setupAuto(id, mountinfo, selfCgroup string) (*Tree, string) {
 	}
 	if dir == "" {
 		return nil, fmt.Sprintf("tend's cgroup %s (from %s) is not in any cgroup2 mount (%s)", own, selfCgroup, mountPoints(v2))
+	}
+	if svc := serviceOf(own); svc != "" {
+		return underService(dir, own, svc, id, ms)
 	}
 	return subtree(dir, id, ms, true)
 }

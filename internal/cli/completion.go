@@ -98,7 +98,7 @@ func (e *env) addCompletions(root *cobra.Command) {
 			continue // the verb completes its own
 		}
 		switch cmd.Name() {
-		case "status", "start", "stop", "restart", "wait", "logs":
+		case "status", "start", "stop", "restart", "wait", "logs", "screen", "send", "attach":
 			cmd.ValidArgsFunction = e.completeIDs
 		case "rm", "scale":
 			cmd.ValidArgsFunction = e.completeNames

@@ -47,6 +47,14 @@ func TestCompleteIDs(t *testing.T) {
 	if got, want := complete(t, "--socket", d.sock, "rm", ""), []string{"planner", "web"}; !slices.Equal(got, want) {
 		t.Errorf("rm <TAB> = %q, want %q", got, want)
 	}
+	for _, verb := range []string{"screen", "send", "attach"} {
+		if got, want := complete(t, "--socket", d.sock, verb, "pl"), []string{"planner", "planner:0"}; !slices.Equal(got, want) {
+			t.Errorf("%s pl<TAB> = %q, want %q", verb, got, want)
+		}
+	}
+	if got := complete(t, "notify", "--turn", ""); !slices.Equal(got, []string{"active", "idle"}) {
+		t.Errorf("notify --turn <TAB> = %q", got)
+	}
 	if got := complete(t, "--socket", d.sock, "status", "web:0", ""); len(got) != 0 {
 		t.Errorf("a second argument completes %q", got)
 	}

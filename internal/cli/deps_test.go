@@ -100,7 +100,8 @@ func fileImports(t *testing.T, file, path string) bool {
 // TestCLIPathDeps checks what every verb but up and init links: walking the
 // imports from this package, past daemon and initproc, reaches only the
 // client, the vocabulary, human and config of tend, and of other modules
-// only cobra, pflag, go-toml and x/sys. (The binary still links the daemon
+// only cobra, pflag, go-toml, x/sys, x/term (attach's raw mode) and
+// coder/websocket (attach's connection). (The binary still links the daemon
 // for up; this keeps the rest from growing into it, since every linked
 // package's init runs on each exec.)
 func TestCLIPathDeps(t *testing.T) {
@@ -134,7 +135,8 @@ func TestCLIPathDeps(t *testing.T) {
 		t.Errorf("the CLI's verbs reach %v of tend; want only %v", got, want)
 	}
 	for imp := range others {
-		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/"},
+		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/",
+			"golang.org/x/term", "github.com/coder/websocket"},
 			func(p string) bool { return strings.HasPrefix(imp, p) }) {
 			t.Errorf("the CLI's verbs import %s", imp)
 		}

@@ -20,6 +20,7 @@ type fakeDaemon struct {
 	srv  *api.Server
 	b    *apitest.Backend
 	ev   *apitest.Events
+	tt   *apitest.Terminals // no terminals until a test adds some
 	sock string
 	done chan struct{} // closed when ServeUnix returns
 }
@@ -47,7 +48,8 @@ func startDaemonAt(t *testing.T, sock string) *fakeDaemon {
 		t.Fatal(err)
 	}
 	d := &fakeDaemon{b: apitest.NewBackend(t.TempDir()), ev: &apitest.Events{}, sock: sock, done: make(chan struct{})}
-	d.srv = api.New(d.b, d.ev, api.Options{Version: "test"})
+	d.tt = apitest.NewTerminals(d.b)
+	d.srv = api.New(d.b, d.ev, api.Options{Version: "test", Terminals: d.tt})
 	go func() {
 		if err := d.srv.ServeUnix(sock); err != nil {
 			t.Errorf("ServeUnix: %v", err)

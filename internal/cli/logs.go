@@ -14,12 +14,14 @@ func (e *env) logsCmd() *cobra.Command {
 	var o client.LogOptions
 	var rawLabels []string
 	cmd := &cobra.Command{
-		Use:   "logs [ID|NAME|all] [-l KEY=VALUE]... [-f] [-n N] [--since D] [--timestamps] [--stderr]",
+		Use:   "logs [ID|NAME|all] [-l KEY=VALUE]... [-f] [-n N] [--since D] [--timestamps] [--stderr] [--raw]",
 		Short: "print captured output: one instance, every instance of a program, or all",
 		Long: "Prints the instances' captured stdout and stderr. With more than one instance the\n" +
 			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
 			"logs does); -n counts lines over all of them together. -l keeps the instances whose\n" +
-			"program has the label (without an ID: every one that has it).",
+			"program has the label (without an ID: every one that has it). A program with a\n" +
+			"terminal (tty = true) is shown as text, without its control sequences; --raw\n" +
+			"prints the bytes it wrote.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			sel, labels, err := selection("logs", args, rawLabels)
@@ -52,6 +54,7 @@ func (e *env) logsCmd() *cobra.Command {
 	f.StringVar(&o.Since, "since", "", "only lines newer than this: a duration (10m) or an RFC 3339 time")
 	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "print each line's time")
 	f.BoolVar(&o.Stderr, "stderr", false, "only stderr lines")
+	f.BoolVar(&o.Raw, "raw", false, "a terminal's output as the bytes the program wrote, control sequences and all")
 	f.BoolVar(&o.JSON, "json", false, `JSON lines {"ts","id","stream","line"}`)
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,6 +41,7 @@ const (
 // about how far the command got. Only Main's goroutine touches it.
 type env struct {
 	ctx            context.Context
+	stdin          *os.File // tend attach's keyboard
 	stdout, stderr io.Writer
 
 	socket string // --socket
@@ -53,7 +55,13 @@ type env struct {
 // Main runs the tend command line args (without the program name) and
 // returns the process's exit status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	return mainWith(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// mainWith is Main with the standard input given (tests hand tend attach
+// a pseudo-terminal).
+func mainWith(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	root := e.rootCmd()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
@@ -95,7 +103,8 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 		e.addCmd(), e.runCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
 		e.reloadCmd(), e.upgradeCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
 		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
-		e.completionCmd(), e.manCmd(),
+		e.screenCmd(), e.sendCmd(), e.attachCmd(), e.notifyCmd(),
+		e.completionCmd(), e.manCmd(), e.cgroupHoldCmd(),
 	)
 	e.addCompletions(root)
 	return root

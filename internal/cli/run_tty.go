@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"io"
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
@@ -26,7 +25,7 @@ func (e *env) runTerminal(c *client.Client, body map[string]any) error {
 	end, err := c.Attach(ctx, body, func(a program.Added) {
 		id = a.IDs[0]
 		go func() {
-			err := attachTerminal(ctx, c, id, e.stdout)
+			err := e.attachTerminal(ctx, c, id)
 			attached <- err
 			if err != nil || ctx.Err() == nil {
 				cancel() // detached, or could not attach: leave the run be
@@ -53,14 +52,3 @@ func (e *env) runTerminal(c *client.Client, body map[string]any) error {
 
 // errDetached is what attachTerminal returns when the user detached.
 var errDetached = errors.New("detached")
-
-// attachTerminal connects this process's terminal to the run's (GET
-// /v1/attach/{id}, raw mode, resize, detach keys), until the run ends
-// (nil), ctx ends (nil) or the user detaches (errDetached).
-//
-// The terminal package (tty = true, tend attach) plugs in here: it
-// replaces this body with its attach client. Until it does, a program
-// with a terminal can be run without --attach.
-func attachTerminal(ctx context.Context, c *client.Client, id string, out io.Writer) error {
-	return errors.New("tend run --tty --attach: attaching to a terminal is not in this build yet; run it without --attach")
-}

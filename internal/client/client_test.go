@@ -24,6 +24,7 @@ type daemon struct {
 	srv  *api.Server
 	b    *apitest.Backend
 	ev   *apitest.Events
+	tt   *apitest.Terminals // no terminals until a test adds some
 	path string
 	done chan struct{} // closed when the current server's ServeUnix returns
 }
@@ -41,6 +42,7 @@ func socketPath(t *testing.T) string {
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
 	d := &daemon{b: apitest.NewBackend(t.TempDir()), ev: &apitest.Events{}, path: socketPath(t)}
+	d.tt = apitest.NewTerminals(d.b)
 	pid := 10
 	d.b.Put(program.Status{ID: "web:0", Program: "web", State: program.StateRunning, Lifecycle: program.LifecycleRunning, PID: &pid})
 	d.b.Put(program.Status{ID: "planner:0", Program: "planner", Agent: true, State: program.StateRunning, Lifecycle: program.LifecycleIdle, PID: &pid})
@@ -51,7 +53,7 @@ func startDaemon(t *testing.T) *daemon {
 // serve (re)starts the API server on d.path over d's state.
 func (d *daemon) serve(t *testing.T) {
 	t.Helper()
-	d.srv = api.New(d.b, d.ev, api.Options{Version: "test"})
+	d.srv = api.New(d.b, d.ev, api.Options{Version: "test", Terminals: d.tt})
 	done := make(chan struct{})
 	srv := d.srv
 	d.done = done

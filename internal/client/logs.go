@@ -18,6 +18,7 @@ type LogOptions struct {
 	Timestamps bool   // each line with its time
 	Stderr     bool   // only stderr lines
 	JSON       bool   // JSON lines {"ts","id","stream","line"} instead of text
+	Raw        bool   // a terminal's output (stream tty) as the bytes the program wrote, not as text
 	// Labels keep the instances whose program has every one of them.
 	Labels program.LabelSelector
 }
@@ -34,7 +35,7 @@ func (c *Client) Logs(ctx context.Context, sel string, o LogOptions, w io.Writer
 	if o.Since != "" {
 		q.Set("since", o.Since)
 	}
-	for name, on := range map[string]bool{"follow": o.Follow, "timestamps": o.Timestamps, "stderr": o.Stderr} {
+	for name, on := range map[string]bool{"follow": o.Follow, "timestamps": o.Timestamps, "stderr": o.Stderr, "raw": o.Raw} {
 		if on {
 			q.Set(name, "1")
 		}

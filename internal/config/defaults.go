@@ -36,6 +36,8 @@ func defaultSpec() program.Spec {
 		Cwd:           defaultCwd,
 		Instances:     1,
 		TurnIdleAfter: 10 * time.Second,
+		TtyCols:       defaultTTYCols,
+		TtyRows:       defaultTTYRows,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -89,6 +91,7 @@ var programKeys = []string{
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
 	"labels",
+	"tty", "tty_size",
 }
 
 var (

@@ -93,3 +93,25 @@ func TestParseProgramJSONReportsEveryProblem(t *testing.T) {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
 }
+
+// A program added over the API may have a terminal; its size is checked as
+// in a file, with [defaults] under it.
+func TestParseProgramJSONTerminal(t *testing.T) {
+	path := writeFile(t, "tend.toml", "[defaults]\ntty_size = \"100x30\"\n")
+	_, defaults, err := LoadWithDefaults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := defaults.ParseProgramJSON([]byte(`{"name": "a", "command": ["bash"], "tty": true}`), filepath.Dir(path))
+	if err != nil || !spec.Tty || spec.TtyCols != 100 || spec.TtyRows != 30 {
+		t.Errorf("spec %+v, %v", spec, err)
+	}
+	spec, err = defaults.ParseProgramJSON([]byte(`{"name": "a", "command": ["bash"], "tty": true, "tty_size": "80x24"}`), filepath.Dir(path))
+	if err != nil || spec.TtyCols != 80 || spec.TtyRows != 24 {
+		t.Errorf("spec %+v, %v", spec, err)
+	}
+	_, err = ParseProgramJSON([]byte(`{"name": "a", "command": ["bash"], "tty": true, "tty_size": "5x5"}`), t.TempDir())
+	if !errors.Is(err, program.ErrInvalid) || !strings.Contains(err.Error(), "tty_size: terminal size 5x5 is out of range") {
+		t.Errorf("error %v", err)
+	}
+}

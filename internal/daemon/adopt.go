@@ -111,4 +111,5 @@ func (d *daemon) settleAdoptions() {
 	if len(later) > 0 {
 		d.mgr.SetAdoptions(later)
 	}
+	d.keeper.settle(later)
 }

@@ -29,6 +29,9 @@ func (d *daemon) setupCgroups() error {
 	d.tracking, d.trackingWhy = program.TrackingGroup, why
 	if tree != nil {
 		d.tracking, d.trackingWhy = program.TrackingCgroup, tree.Why()
+		if s := tree.Scope(); s != "" {
+			d.note("runs are in the systemd scope %s (%s), outside this service's cgroup", s, tree.Path())
+		}
 	}
 	return d.checkLimits(d.cfg, d.cfg.Programs)
 }
@@ -122,14 +125,13 @@ func (d *daemon) removeGroupOf(id string) {
 }
 
 // tidyAway removes, as the daemon stops, what it made outside the state
-// directory and no longer needs: its cgroup subtree and its short-path
-// directory, each only when empty (a group still holding a run left alone,
-// a socket of one, stays for the next daemon).
+// directory and no longer needs: its cgroup subtree (and under systemd its
+// scope) and its short-path directory, each only when empty (a group still
+// holding a run left alone, a socket of one, stays for the next daemon).
 func (d *daemon) tidyAway() {
 	if d.cgroups != nil {
-		d.cgroups.Close()
-		if d.cgroups.DaemonGroup() == "" {
-			_ = os.Remove(d.cgroups.Path()) // rmdir: only an empty group goes
+		if err := d.cgroups.Leave(); err != nil { // under systemd, the scope goes with the last run
+			d.note("cgroup: %v", err)
 		}
 	}
 	if d.shortDir != "" {

@@ -114,6 +114,8 @@ type daemon struct {
 	mgr         *supervisor.Manager
 	api         *api.Server
 	capture     *spawn.Capture // the runs' output: logs, FIFOs, forwarding
+	keeper      *ttyKeeper     // holds tty runs' terminals beyond this daemon (keeper.go)
+	terminals   *terminals     // the API's terminal routes (terminals.go)
 	metrics     *metrics.Metrics
 	trim        *trimmer                        // hands memory back after bursts
 	sessions    *sessions                       // removes remove_on_exit programs once they end
@@ -214,6 +216,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		d.log.Publish(e)
 		d.metrics.CountEvent(e) // set before anything publishes (serve)
 	}
+	d.keeper = d.openKeeper() // before the instances: adoptions take their terminals back from it
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
 	d.broker.AfterRefresh(collectAfterBurst)
@@ -224,7 +227,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
-		Record:   d.record, Intents: d.intents,
+		Record:   d.record, Intents: d.intents, Keeper: d.keeper,
 	}, d.broker.Forget)
 	d.mgr.SetIntents(intents)
 	if up != nil {
@@ -248,8 +251,12 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
 	})
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler()})
+	d.terminals = &terminals{d: d} // the API's Terminals, for its screen, input and attach routes
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals})
 	started = true
+	if testStarted != nil {
+		testStarted(d)
+	}
 	return d, nil
 }
 
@@ -402,6 +409,7 @@ func (d *daemon) stop() error {
 	err := d.mgr.Shutdown(ctx)
 	d.endSessions(sessions, 5*time.Second) // an attached client reads to the end first
 	d.strays.Wait()
+	d.keeper.quit()
 	err = errors.Join(err, d.closeCapture())
 	killStragglers(d.reaper)
 	d.runs.Close()

@@ -175,7 +175,13 @@ func (b *backend) LogSources(sel string, labels program.LabelSelector) ([]logfil
 	}
 	out := make([]logfile.Source, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, logfile.Source{ID: id, Log: b.d.capture.Log(id)})
+		src := logfile.Source{ID: id, Log: b.d.capture.Log(id)}
+		if name, _, ok := program.SplitID(id); ok {
+			if spec, ok := b.d.mgr.Spec(name); ok {
+				src.TTY = spec.Tty // its log is read as text lines, not records
+			}
+		}
+		out = append(out, src)
 	}
 	return out, nil
 }

@@ -112,6 +112,18 @@ type tend struct {
 // in its own process group; cleanup stops it (SIGTERM, then SIGKILL).
 func startTend(t *testing.T) *tend {
 	t.Helper()
+	d, out := startTendWith(t, fleetConfig, fleetIDs)
+	if d == nil {
+		t.Fatalf("tend up ended:\n%s", out)
+	}
+	return d
+}
+
+// startTendWith is startTend with a config (%d is the HTTP port) and the
+// ids it registers. When tend up ends instead of serving, it returns nil
+// and what tend up said.
+func startTendWith(t *testing.T, config string, ids []string) (*tend, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "tenddash") // short: the socket path must fit in 108 bytes
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +138,7 @@ func startTend(t *testing.T) *tend {
 	port := freePort(t)
 	d.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	d.base = "http://" + d.addr
-	if err := os.WriteFile(d.cfg, fmt.Appendf(nil, fleetConfig, port), 0o644); err != nil {
+	if err := os.WriteFile(d.cfg, fmt.Appendf(nil, config, port), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out testutil.Buffer
@@ -136,6 +148,8 @@ func startTend(t *testing.T) *tend {
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { up.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		// Each run has its own process group; remember them in case tend
 		// up has to be killed before it stops them.
@@ -148,13 +162,11 @@ func startTend(t *testing.T) *tend {
 			}
 		}
 		syscall.Kill(-up.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { up.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(20 * time.Second):
 			syscall.Kill(-up.Process.Pid, syscall.SIGKILL)
-			<-done
+			<-exited
 			for _, pg := range groups {
 				syscall.Kill(-pg, syscall.SIGKILL)
 			}
@@ -166,17 +178,27 @@ func startTend(t *testing.T) *tend {
 	})
 	d.client = client.New(d.sock)
 	testutil.Eventually(t, "every instance to be registered", func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+		}
 		list, err := d.client.List(false)
 		if err != nil {
 			return false
 		}
-		var ids []string
+		var got []string
 		for _, st := range list {
-			ids = append(ids, st.ID)
+			got = append(got, st.ID)
 		}
-		return slices.Equal(ids, fleetIDs)
+		return slices.Equal(got, ids)
 	})
-	return d
+	select {
+	case <-exited:
+		return nil, out.String()
+	default:
+	}
+	return d, ""
 }
 
 // checkToken checks the daemon's token file and that TCP takes it, and

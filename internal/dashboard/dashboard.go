@@ -4,8 +4,10 @@
 // makes no request anywhere but the daemon. The page
 // reads the fleet through the API alone: GET /v1/status (polled for the
 // memory sparklines), the /v1/events SSE stream for live changes, GET
-// /v1/status/{id} and /v1/logs/{id} for one instance, and POST
-// /v1/programs/{id}/start|stop|restart for its buttons.
+// /v1/status/{id} and /v1/logs/{id} for one instance, POST
+// /v1/programs/{id}/start|stop|restart for its buttons, and the WebSocket
+// GET /v1/attach/{id} for a tty instance's terminal (xterm.js, vendored
+// under static/vendor/xterm).
 //
 // Handler serves "/" (the page) and "/ui/NAME" (its assets). Access control
 // is not its business: package api serves it (routes.go) on the unix socket
@@ -34,8 +36,14 @@ var static embed.FS
 
 // csp keeps the page to its own origin: no CDN, no inline script, no
 // frames. It is also what makes "the page talks only to the daemon" hold
-// for any future change to app.js.
-const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+// for any future change to app.js. connect-src 'self' covers the
+// terminal's WebSocket too (ws: and wss: of the same host and port).
+//
+// Inline styles are allowed: xterm.js's renderer writes its measures and
+// theme into <style> elements and true colours into style attributes, and
+// neither takes a nonce. No style can reach another origin (img-src,
+// font-src and connect-src are the page's own), and scripts stay 'self'.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // file is one embedded asset, read once.

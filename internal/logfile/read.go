@@ -13,6 +13,7 @@ import (
 type Source struct {
 	ID  string // the instance, NAME:K
 	Log *Log
+	TTY bool // the instance runs in a terminal: its records are mostly stream tty
 }
 
 // Entry is a record of one source, as Read and Cursor hand them on.

@@ -5,6 +5,7 @@
 //	2026-12-03T01:54:46.123Z out | listening on :8080
 //	2026-12-03T01:54:46.124Z err | warning: no cache dir
 //	2026-12-03T01:54:47.000Z tend | cannot read the adopted run's output: …
+//	2026-12-03T01:54:48.000Z tty + \x1b[1m$ \x1b[0m
 //
 // in a set of files that rotates at exactly max_size bytes and keeps
 // max_files rotated ones: NAME-K.log, then NAME-K.log.1 (the newest
@@ -33,20 +34,28 @@ import (
 // Stream is where a record's line came from.
 type Stream uint8
 
-// The streams. Tend is a note of tend's own about the instance.
+// The streams. Tend is a note of tend's own about the instance; TTY is
+// what a run with a terminal wrote to it, stored as the bytes it wrote: a
+// record is the bytes up to a newline, or, partial, the bytes of one read
+// that no newline ended, so the records give the stream back byte for byte
+// (each line, and a newline after each that is not partial).
 const (
 	Stdout Stream = iota
 	Stderr
 	Tend
+	TTY
 )
 
-// String is the stream's name in the API's JSON: stdout, stderr or tend.
+// String is the stream's name in the API's JSON: stdout, stderr, tend or
+// tty.
 func (s Stream) String() string {
 	switch s {
 	case Stdout:
 		return "stdout"
 	case Stderr:
 		return "stderr"
+	case TTY:
+		return "tty"
 	}
 	return "tend"
 }
@@ -58,6 +67,8 @@ func (s Stream) token() string {
 		return "out"
 	case Stderr:
 		return "err"
+	case TTY:
+		return "tty"
 	}
 	return "tend"
 }
@@ -152,6 +163,8 @@ func Parse(line []byte) (Record, error) {
 		r.Stream, rest = Stderr, rest[4:]
 	case len(rest) >= 5 && string(rest[:5]) == "tend ":
 		r.Stream, rest = Tend, rest[5:]
+	case len(rest) >= 4 && string(rest[:4]) == "tty ":
+		r.Stream, rest = TTY, rest[4:]
 	default:
 		return r, errNotRecord
 	}

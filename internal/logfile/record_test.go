@@ -17,6 +17,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Record{TS: ts, Stream: Stderr, Line: []byte("")}, "2026-12-03T01:54:46.123Z err | \n"},
 		{Record{TS: ts, Stream: Tend, Line: []byte("a note")}, "2026-12-03T01:54:46.123Z tend | a note\n"},
 		{Record{TS: ts, Stream: Stdout, Partial: true, Line: []byte("50% ")}, "2026-12-03T01:54:46.123Z out + 50% \n"},
+		{Record{TS: ts, Stream: TTY, Line: []byte("\x1b[1mbold\x1b[0m\r")}, "2026-12-03T01:54:46.123Z tty | \x1b[1mbold\x1b[0m\r\n"},
+		{Record{TS: ts, Stream: TTY, Partial: true, Line: []byte("$ ")}, "2026-12-03T01:54:46.123Z tty + $ \n"},
 		{Record{TS: ts, Stream: Stdout, Line: []byte(" | looks | like a record \xff\r")}, "2026-12-03T01:54:46.123Z out |  | looks | like a record \xff\r\n"},
 	} {
 		got := string(Append(nil, tc.r))

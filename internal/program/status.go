@@ -158,7 +158,7 @@ type Snapshot struct {
 	Spec       *Spec            // the spec the instance runs with (read-only)
 	Backoff    *Backoff         // the pending backoff while in StateBackoff
 	Stopping   string           // why a stop is under way: stop, restart, wedge, rss, start_timeout
-	LastOutput func() time.Time // when the instance last wrote output
+	LastOutput func() time.Time // when the instance last wrote output (a tty instance: when its screen last changed)
 	Turn       *bool            // set once the agent sent X_TEND_TURN: from then on the only authority on its turn
 	TurnWait   time.Time        // an operator stop or restart waits for the agent's turn to end until then (docs/operations.md#turn-aware-stop)
 	// Members, when set, reads the run's processes (its cgroup's, with
@@ -167,6 +167,9 @@ type Snapshot struct {
 	// it takes age together and the next listings reuse all or none. Nil:
 	// the broker finds them by the leader's process tree.
 	Members func(asOf time.Time, maxAge time.Duration) Members
+	// TTY, set for a tty instance, reads its terminal's part of the status
+	// now (the screen changes without the supervisor knowing).
+	TTY func() *TTY
 }
 
 // Members is a sample of a run's processes.

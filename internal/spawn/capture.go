@@ -320,6 +320,21 @@ func (w *writer) write(o *Output, buf []byte) {
 		data := buf[frameHdr : frameHdr+n]
 		buf = buf[frameHdr+n:]
 		s := logfile.Stream(kind &^ endFlag)
+		if s == logfile.TTY {
+			var f *[]byte
+			if forward {
+				f = &fwd
+			}
+			if kind&endFlag != 0 {
+				o.endTTYText(f)
+				ends += 2 // a terminal is both of the run's streams
+				continue
+			}
+			if err := o.writeTTY(log, ts, data, f); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if s == logfile.Tend {
 			if err := log.Add(logfile.Record{TS: ts, Stream: s, Line: data}); err != nil {
 				errs = append(errs, err)

@@ -52,6 +52,9 @@ func (o *Output) Freeze() (Carried, error) {
 			errs = append(errs, err)
 		}
 	}
+	if err := o.pauseTTY(); err != nil { // a terminal's bytes wait in it for the next daemon
+		errs = append(errs, err)
+	}
 	o.flush()
 	for _, st := range sts {
 		fd, err := st.w.Dup()
@@ -86,6 +89,7 @@ func (o *Output) Thaw() {
 	for _, w := range ws { // without o.mu: Resume waits for a handler in flight, which takes it
 		_ = w.Resume()
 	}
+	o.thawTTY()
 	o.resume(false)
 }
 

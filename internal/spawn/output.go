@@ -14,6 +14,7 @@ import (
 	"github.com/tend-sh/tend/internal/epoll"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // Output is one instance's captured stdout and stderr: the pipes its runs
@@ -32,6 +33,7 @@ type Output struct {
 	queued  bool       // on the writer's queue
 	waiting bool       // on the Capture's list of outputs to resume
 	streams []*stream  // the read ends being watched (an old run's heirs may hold one on)
+	tty     *ttyStream // the current run's terminal, for a run with one (tty.go)
 	closed  bool
 	frozen  bool          // Freeze: no read end is put back in the loop until Thaw
 	flushed chan struct{} // closed by the writer once the last frames are written
@@ -39,8 +41,9 @@ type Output struct {
 	final   bool          // the writer has taken the last frames
 
 	// The writer's: touched only by the goroutine holding its run lock.
-	lines   [2]logfile.Lines // stdout's and stderr's unfinished lines
-	failing bool             // a write failed and OnError was told
+	lines   [2]logfile.Lines    // stdout's and stderr's unfinished lines
+	ttyText *terminal.TextLines // forwarded text of the terminal's bytes; made when first needed
+	failing bool                // a write failed and OnError was told
 }
 
 // stream is one watched read end. The descriptor lives in the epoll
@@ -330,10 +333,14 @@ func (o *Output) resume(listed bool) {
 			ws = append(ws, st.w)
 		}
 	}
+	ttyResume := o.takeTTYResumeLocked()
 	o.mu.Unlock()
 	// Without o.mu: Resume waits for a handler in flight, which takes it.
 	for _, w := range ws {
 		_ = w.Resume()
+	}
+	if ttyResume != nil {
+		ttyResume()
 	}
 }
 
@@ -344,7 +351,7 @@ func (o *Output) pausedLocked() bool {
 			return true
 		}
 	}
-	return false
+	return o.tty != nil && o.tty.paused
 }
 
 // watch reads the non-blocking read end rfd from the shared epoll loop

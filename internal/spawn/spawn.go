@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/reaper"
 )
@@ -48,6 +50,9 @@ func Env(s *program.Spec, k int, notifySocket string) []string {
 	}
 	for key, val := range s.Env {
 		over[key] = val
+	}
+	if _, set := s.Env["TERM"]; s.Tty && !set {
+		over["TERM"] = ttyTerm
 	}
 	over["TEND_ID"] = program.InstanceID(s.Name, k)
 	over["TEND_PROGRAM"] = s.Name
@@ -99,6 +104,12 @@ type Request struct {
 	// in at fork (clone3 CLONE_INTO_CGROUP), so that no process of it ever
 	// runs outside. The caller keeps and closes it.
 	Cgroup *os.File
+	// TTY, when set, is the slave of the run's pseudo-terminal
+	// (terminal.Open): the run's stdin, stdout and stderr, and the
+	// controlling terminal of its new session. Out is then not read (the
+	// terminal hands what it reads to Out.TTYOutput). The caller keeps and
+	// closes it.
+	TTY *os.File
 }
 
 var (
@@ -132,18 +143,19 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	stdout, stderr, err := req.Out.openRun()
+	files, stdout, stderr, err := runFiles(req, null, cred)
 	if err != nil {
 		return 0, err
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Spec.Cwd,
 		Env:   req.Env,
-		Files: []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()},
+		Files: files,
 		// Its own session (and so its own process group, pgid == pid):
 		// stop signals reach the whole group, the process tree can be found
-		// by session, and no terminal signal of tend's reaches it.
-		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
+		// by session, and no terminal signal of tend's reaches it. With a
+		// terminal, that is its controlling terminal (its stdin, fd 0).
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: req.TTY != nil, Credential: cred},
 	}
 	if req.Cgroup != nil {
 		attr.Sys.UseCgroupFD, attr.Sys.CgroupFD = true, int(req.Cgroup.Fd())
@@ -154,8 +166,10 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		err = l.wait(r, pid)
 	}
 	// The child has its copies; EOF comes when it and its heirs close theirs.
-	stdout.Close()
-	stderr.Close()
+	if stdout != nil {
+		stdout.Close()
+		stderr.Close()
+	}
 	if err != nil {
 		if req.Spec.Cwd != "" {
 			if _, serr := os.Stat(req.Spec.Cwd); serr != nil {
@@ -165,6 +179,32 @@ func Start(r *reaper.Reaper, req Request) (int, error) {
 		return 0, fmt.Errorf("exec %s: %w", path, err)
 	}
 	return pid, nil
+}
+
+// ttyTerm is a run's TERM in a terminal of tend's, unless its env sets one:
+// what tend's screen understands, as tmux's own terminals are screen-256color.
+const ttyTerm = "xterm-256color"
+
+// runFiles returns a run's stdin, stdout and stderr: /dev/null and the
+// capture's pipes, or the terminal's slave three times (given to the run's
+// user, as login does, so that it can open its terminal by name). stdout
+// and stderr are the pipes' write ends, for the caller to close once the
+// child has its copies; nil with a terminal.
+func runFiles(req Request, null *os.File, cred *syscall.Credential) (files []uintptr, stdout, stderr *os.File, err error) {
+	if req.TTY != nil {
+		fd := req.TTY.Fd()
+		if cred != nil && int(cred.Uid) != os.Geteuid() {
+			if err := unix.Fchown(int(fd), int(cred.Uid), -1); err != nil {
+				return nil, nil, nil, fmt.Errorf("giving the terminal to uid %d: %w", cred.Uid, err)
+			}
+		}
+		return []uintptr{fd, fd, fd}, nil, nil, nil
+	}
+	stdout, stderr, err = req.Out.openRun()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()}, stdout, stderr, nil
 }
 
 // lookPath resolves argv[0] like a shell would, with the run's own PATH; a

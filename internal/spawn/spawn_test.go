@@ -93,3 +93,29 @@ func TestLookPathUsesTheRunsPathAndCwd(t *testing.T) {
 		t.Errorf("Errno of not found: %q", e)
 	}
 }
+
+// A run with a terminal gets TERM=xterm-256color, over tend's own TERM,
+// unless its env sets one; a run without keeps tend's.
+func TestEnvTermOfATerminal(t *testing.T) {
+	t.Setenv("TERM", "dumb")
+	defer func(old func() []string) { baseEnv = old }(baseEnv)
+	baseEnv = os.Environ
+	term := func(s *program.Spec) []string {
+		var out []string
+		for _, kv := range Env(s, 0, "") {
+			if strings.HasPrefix(kv, "TERM=") {
+				out = append(out, kv)
+			}
+		}
+		return out
+	}
+	if got := term(&program.Spec{Name: "a", Tty: true}); !slices.Equal(got, []string{"TERM=xterm-256color"}) {
+		t.Errorf("tty: %q", got)
+	}
+	if got := term(&program.Spec{Name: "a", Tty: true, Env: map[string]string{"TERM": "vt100"}}); !slices.Equal(got, []string{"TERM=vt100"}) {
+		t.Errorf("tty with its own TERM: %q", got)
+	}
+	if got := term(&program.Spec{Name: "a"}); !slices.Equal(got, []string{"TERM=dumb"}) {
+		t.Errorf("no tty: %q", got)
+	}
+}

@@ -12,6 +12,10 @@ type Adoption struct {
 	StartTicks uint64 // /proc/PID/stat field 22, recorded at its spawn
 	Run        int
 	StartedAt  time.Time
+	// TTYFD, when > 0, is the master of the run's terminal, inherited (tend
+	// upgrade hands it on): the instance owns it from here. Else a tty
+	// run's master comes from the Keeper.
+	TTYFD int
 }
 
 // SetAdoptions hands the manager the runs to adopt, by instance id: an
@@ -61,6 +65,7 @@ func (in *Instance) adoptRun(a Adoption) bool {
 	in.runs = a.Run
 	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt, adopted: true}
 	in.state = program.StateRunning
+	in.adoptTTY(a)
 	if err := in.out.Attach(); err != nil {
 		in.out.Note("cannot read the adopted run's output: " + err.Error())
 	}

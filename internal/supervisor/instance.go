@@ -70,6 +70,10 @@ type Deps struct {
 	// oversized, a read error), for the metrics; it must not block.
 	NotifyDrop func(error)
 	Detected   func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
+	// Keeper holds copies of tty runs' terminals so that they outlive the
+	// daemon (tty.go); nil: none, and a later daemon adopts a tty run
+	// without its terminal.
+	Keeper Keeper
 }
 
 // Tree reads a run's process tree (package proctree): its summed RSS for
@@ -154,8 +158,9 @@ type Instance struct {
 	opStopped bool      // the operator stopped it (and has not started it since)
 	kept      keptState // what the intent record was last handed
 
-	health      // notify messages, readiness, the wedge and memory watchdogs
-	containment // the instance's cgroup
+	health           // notify messages, readiness, the wedge and memory watchdogs
+	containment      // the instance's cgroup
+	tty         *TTY // a tty instance's terminal (tty.go), set at creation; nil without tty
 }
 
 // newInstance returns an instance its caller holds as its loop would: it
@@ -172,6 +177,7 @@ func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance 
 	}
 	in.kept = in.keptNow() // a new instance has nothing to keep until it changes
 	in.initContainment()
+	in.tty = newTTY(in)
 	return in
 }
 
@@ -238,6 +244,7 @@ func (in *Instance) idle() bool {
 // released, and commands that come too late are answered as a gone
 // instance answers them.
 func (in *Instance) end4good() {
+	in.ttyAtRest()
 	in.closeHealth()
 	in.out.Close()
 	in.removeGroup()
@@ -435,13 +442,22 @@ func (in *Instance) startRun() (int, error) {
 		in.closeNotify()
 		return 0, err
 	}
+	term, slave, err := in.openTTY()
+	if err != nil {
+		if cg != nil {
+			cg.Close()
+		}
+		in.closeNotify()
+		return 0, err
+	}
 	pid, err := spawn.Start(in.deps.Reaper, spawn.Request{
-		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg,
+		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg, TTY: slave,
 		Owner: in.putExit,
 	})
 	if cg != nil {
 		cg.Close()
 	}
+	in.startedTTY(term, slave, pid, err)
 	if err != nil {
 		in.closeNotify()
 	}
@@ -461,6 +477,7 @@ func (in *Instance) onExit(st reaper.Status) {
 // finish ends the run whose leader st is, and whose processes are all gone.
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
+	in.endTTY(r.pid)
 	in.cur = nil
 	in.record()
 	in.disarm()
@@ -500,6 +517,7 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	if d.Warn != nil {
 		in.publish(program.KindHealthWarn, d.Warn)
 	}
+	in.ttyEnded(ex, d)
 	switch d.Next {
 	case restart.NextRestart:
 		in.publish(program.KindBackoff, d.Backoff)
@@ -527,6 +545,7 @@ func (in *Instance) settle(state string) {
 		in.state = state // a stop leaves an ended instance as it ended
 	}
 	in.backoff, in.nextStart = nil, time.Time{}
+	in.ttyAtRest()
 }
 
 func (in *Instance) publish(kind string, data any) {
@@ -541,7 +560,7 @@ func (in *Instance) report() {
 		Degraded: in.hist.Degraded, Restarts: in.hist.Restarts, LastExit: in.lastExit,
 		NextStartAt: program.Time{Time: in.nextStart},
 	}
-	snap := program.Snapshot{Spec: in.spec, Backoff: in.backoff, LastOutput: in.out.LastActivity}
+	snap := program.Snapshot{Spec: in.spec, Backoff: in.backoff, LastOutput: in.lastOutput(), TTY: in.ttyReport()}
 	if r := in.cur; r != nil {
 		pid := r.pid
 		st.PID, st.StartedAt = &pid, program.Time{Time: r.started}

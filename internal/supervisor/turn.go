@@ -63,7 +63,7 @@ func (in *Instance) checkTurnWait() {
 func (in *Instance) armTurnCheck(now time.Time) {
 	next := in.cur.turnWait
 	if !in.turnSet {
-		if quiet := in.out.LastActivity().Add(in.turnIdleAfter()); quiet.Before(next) {
+		if quiet := in.activity().Add(in.turnIdleAfter()); quiet.Before(next) {
 			next = quiet
 		}
 	}
@@ -76,7 +76,7 @@ func (in *Instance) turnActive(now time.Time) bool {
 	if !in.spec.Agent || in.cur == nil {
 		return false
 	}
-	return program.TurnActive(in.turnReport(), in.out.LastActivity(), in.turnIdleAfter(), now)
+	return program.TurnActive(in.turnReport(), in.activity(), in.turnIdleAfter(), now)
 }
 
 func (in *Instance) turnIdleAfter() time.Duration {

@@ -125,6 +125,7 @@ func (in *Instance) live(fds map[string]int) (Live, error) {
 	for i, s := range out.Streams {
 		fds[outputName(in.id, i)] = s.FD
 	}
+	in.liveTTY(fds) // paused by Freeze: what the run writes now waits in its terminal
 	l.Output = out
 	r := in.cur
 	if r == nil {
@@ -252,6 +253,9 @@ func (in *Instance) takeOver(l Live, take func(string) (int, bool)) (hasRun bool
 	}
 	if r := l.Run; r != nil {
 		hasRun = in.takeRun(r, l.Notify, take)
+		if hasRun {
+			in.takeOverTTY(r, take)
+		}
 	}
 	if !l.WakeAt.IsZero() {
 		in.arm(max(time.Until(l.WakeAt), 0))

@@ -10,8 +10,9 @@ import (
 // between two writes. Within a line, a carriage return goes back to its
 // start and what follows overwrites what was there, as on a terminal, so a
 // progress bar redrawn in place leaves its last state; erasing to the end
-// of the line (ESC[K) cuts it there, and backspace steps back. A newline
-// ends the line. Tabs stay tabs.
+// of the line (ESC[K) cuts it there, backspace and the cursor's moves
+// along the line (ESC[nC, ESC[nD, ESC[nG) step over it, as a shell's line
+// editor redraws a pasted line. A newline ends the line. Tabs stay tabs.
 //
 // The zero value is not ready: use NewTextLines.
 type TextLines struct {
@@ -63,6 +64,9 @@ func (l *TextLines) print(r rune) {
 	if l.col >= l.max {
 		l.endLine()
 	}
+	for len(l.line) < l.col { // the cursor was moved past the end
+		l.line = append(l.line, ' ')
+	}
 	if l.col < len(l.line) {
 		l.line[l.col] = r
 	} else {
@@ -100,6 +104,12 @@ func (l *TextLines) csi(cmd ansi.Cmd, params ansi.Params) {
 	case 'G':
 		v, _, _ := params.Param(0, 1)
 		l.col = max(0, min(v-1, len(l.line)))
+	case 'C':
+		v, _, _ := params.Param(0, 1)
+		l.col = min(l.col+max(v, 1), l.max-1)
+	case 'D':
+		v, _, _ := params.Param(0, 1)
+		l.col = max(l.col-max(v, 1), 0)
 	}
 }
 

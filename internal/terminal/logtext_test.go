@@ -33,6 +33,8 @@ func TestTextLines(t *testing.T) {
 		{"split sequences", []string{"\x1b", "[3", "1mre", "d\x1b]0;ti", "tle\x07!\r", "\n"}, []string{"red!"}},
 		{"split utf-8", []string{"\xe4\xb8", "\xad\xe6\x96\x87\n"}, []string{"中文"}},
 		{"tabs", []string{"a\tb\n"}, []string{"a\tb"}},
+		{"a pasted line redrawn", []string{"\x1b[?2004htend$ \x1b[7mecho hi\x1b[27m\r\x1b[C\x1b[C\x1b[C\x1b[C\x1b[C\x1b[Cecho hi\r\n\x1b[?2004l\rhi\r\n"}, []string{"tend$ echo hi", "hi"}},
+		{"cursor forward past the end", []string{"ab\x1b[3Cc\x1b[2D\x1b[Dx\n"}, []string{"ab x c"}},
 		{"cursor keys and modes", []string{"\x1b[?1049h\x1b[?25l\x1b[Hscreen\x1b[5;1Hmore\n"}, []string{"screenmore"}},
 		{"unfinished line", []string{"partial"}, []string{"partial"}},
 		{"empty lines", []string{"\n\n"}, []string{"", ""}},

@@ -123,6 +123,19 @@ func defaultTabs(cols int) []bool {
 // SetClock replaces time.Now for ChangedAt (tests).
 func (s *Screen) SetClock(now func() time.Time) { s.now = now; s.changedAt = now() }
 
+// replay feeds p, what the program wrote before this screen existed, as
+// if at time at (the screen's ChangedAt after it, unless at is zero), and
+// drops the answers to the queries in it: they were answered long ago.
+func (s *Screen) replay(p []byte, at time.Time) {
+	now := s.now
+	if !at.IsZero() {
+		s.now = func() time.Time { return at }
+	}
+	s.Feed(p)
+	s.now = now
+	s.replies = s.replies[:0]
+}
+
 // Feed runs the program's output bytes through the screen.
 func (s *Screen) Feed(p []byte) {
 	s.feeds++

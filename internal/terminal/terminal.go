@@ -31,6 +31,14 @@ type Options struct {
 	ClientBuffer int
 
 	Clock func() time.Time // ChangedAt's clock; nil = time.Now
+
+	// Replay, for Adopt, is what the program wrote before (the tail of its
+	// log), fed to the screen before reading starts so that the screen is
+	// not blank until the program draws again; the screen's answers to it
+	// are not sent. ReplayAt is when the last of it was written: the
+	// screen's ChangedAt, rather than now.
+	Replay   []byte
+	ReplayAt time.Time
 }
 
 // ErrClosed is the error of input and resizing once the terminal is closed.
@@ -110,6 +118,10 @@ func Adopt(fd int, opts Options) (*Terminal, error) {
 	if opts.Clock != nil {
 		t.scr.SetClock(opts.Clock)
 	}
+	if len(opts.Replay) > 0 {
+		t.scr.replay(opts.Replay, opts.ReplayAt)
+		t.opts.Replay = nil // not kept: the screen holds what it drew
+	}
 	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
 	loops, err := epoll.Shared()
 	if err == nil {
@@ -136,6 +148,21 @@ func (t *Terminal) Fd() int {
 	defer t.mu.Unlock()
 	return t.fd
 }
+
+// Dup returns a copy of the master, close-on-exec, for the caller to hand
+// on (to a keeper process) and close; the Terminal keeps its own.
+func (t *Terminal) Dup() (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fd < 0 {
+		return -1, ErrClosed
+	}
+	return unix.FcntlInt(uintptr(t.fd), unix.F_DUPFD_CLOEXEC, 0)
+}
+
+// Ended reports whether the program's side of the terminal has hung up
+// (every copy of the slave is closed) or the terminal was closed.
+func (t *Terminal) Ended() bool { return t.ended.Load() }
 
 // readChunk is what one handler call reads at most: the loop serves other
 // descriptors between two chunks of a flood.
@@ -186,13 +213,29 @@ func (t *Terminal) take(fd int, p []byte) {
 	}
 }
 
-// Resume reads on after Output returned false.
+// Pause stops reading until Resume, after a read under way has been
+// handed on: what the program writes meanwhile waits in the terminal, and
+// the program blocks once that is full. (An upgrade of the daemon pauses
+// its terminals while it hands them over.)
+func (t *Terminal) Pause() error {
+	t.mu.Lock()
+	t.paused = true
+	t.mu.Unlock()
+	if t.watch == nil {
+		return nil
+	}
+	return t.watch.PauseLocked()
+}
+
+// Resume reads on after Output returned false, or after Pause. It may come before the
+// pause that Output's false asks for has taken effect (the handler is
+// still in flight): the watch's Resume runs on the loop after the handler,
+// so it undoes that pause too; a Resume with nothing paused does nothing.
 func (t *Terminal) Resume() {
 	t.mu.Lock()
-	was := t.paused
 	t.paused = false
 	t.mu.Unlock()
-	if was && t.watch != nil {
+	if t.watch != nil {
 		_ = t.watch.Resume()
 	}
 }

@@ -305,3 +305,76 @@ func TestAdoptRefusesABadSize(t *testing.T) {
 		t.Fatal("Adopt took a size out of range")
 	}
 }
+
+// A Resume that comes while the handler that paused is still in flight
+// (the writer drained everything between Output's false and the pause)
+// is not lost: the program is read on to its end.
+func TestResumeBeforeThePauseTakesEffect(t *testing.T) {
+	var term *Terminal
+	var pauses atomic.Int64
+	ready := make(chan struct{})
+	term, _ = startChild(t, "flood", Options{Output: func(p []byte) bool {
+		<-ready
+		if pauses.Add(1)%7 != 0 {
+			return true
+		}
+		go term.Resume() // likely before the pause itself: the handler is still in flight
+		return false
+	}})
+	close(ready)
+	screenHas(t, term, "END OF FLOOD")
+	if pauses.Load() < 7 {
+		t.Fatalf("only %d reads", pauses.Load())
+	}
+}
+
+// Adopt with a replay shows the screen the program drew before, as of
+// ReplayAt, and does not answer the queries in it.
+func TestAdoptReplaysTheScreen(t *testing.T) {
+	m, slave, err := openPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	at := time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC)
+	term, err := Adopt(m, Options{Size: Size{Cols: 20, Rows: 3}, Replay: []byte("\x1b[2J\x1b[Hdrawn before\r\n\x1b[6n> "), ReplayAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	if got := term.Text(); got != "drawn before\n>\n\n" {
+		t.Errorf("screen %q", got)
+	}
+	if !term.ChangedAt().Equal(at) {
+		t.Errorf("changed at %v, want %v", term.ChangedAt(), at)
+	}
+	// Nothing was answered: the program's input is empty.
+	if n, _ := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ); n != 0 {
+		t.Errorf("%d bytes answered to a replayed query", n)
+	}
+	// What the program writes now goes on from there.
+	slave.WriteString("more")
+	screenHas(t, term, "> more")
+	if !term.ChangedAt().After(at) {
+		t.Error("changed_at did not move")
+	}
+	dup, err := term.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(dup)
+}
+
+// openPair opens a pty and returns its master (for Adopt) and slave.
+func openPair() (int, *os.File, error) {
+	term, slave, err := Open(Options{})
+	if err != nil {
+		return -1, nil, err
+	}
+	fd, err := term.Dup()
+	term.watch.Close() // stop reading: the copy is the test's
+	if err != nil {
+		return -1, nil, err
+	}
+	return fd, slave, nil
+}

@@ -3,8 +3,10 @@
 package vm
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,13 +59,21 @@ func checkKept(t *testing.T, runs map[string]runInfo, seq int64, after string) {
 
 // A tend SIGKILLed under systemd leaves its runs alive; systemd starts
 // tend again, which adopts them: same pids, nothing restarted. This is
-// what the unit's KillMode=process is for.
+// what the unit's KillMode=process is for, and what the runs' scope makes
+// possible with the memory controller on: the runs' groups, and the
+// memory.max of each, are not below tend.service, and stay as they were.
 func TestKilledTendAdoptsRuns(t *testing.T) {
-	startFleet(t, configHead+sleeper("worker", 2)+helper(t, "leaver", "leaver", nil))
+	startFleet(t, configHead+sleeper("worker", 2)+helper(t, "leaver", "leaver", nil)+
+		helper(t, "capped", "sleep", nil, `memory_max = "48MiB"`))
 	p := unitProps(t, "MainPID", "NRestarts", "KillMode")
+	scope := propsOf(t, scopeName, "InvocationID", "ControlGroup")
 	old, _ := strconv.Atoi(p["MainPID"])
-	runs := runsOf(t, "worker:0", "worker:1", "leaver:0")
+	runs := runsOf(t, "worker:0", "worker:1", "leaver:0", "capped:0")
 	leaverGroup := cgroupOf(t, runs["leaver:0"].pid)
+	capped := cgroupOf(t, runs["capped:0"].pid)
+	if got := cgFile(t, capped, "memory.max"); got != strconv.Itoa(48*mib) {
+		t.Fatalf("capped:0's memory.max = %s, want %d", got, 48*mib)
+	}
 	var child int
 	waitFor(t, 30*time.Second, "the leaver's child", func() (bool, string) {
 		for _, pid := range cgProcs(leaverGroup) {
@@ -76,6 +86,7 @@ func TestKilledTendAdoptsRuns(t *testing.T) {
 	childStart := procStart(child)
 	seq := lastSeq(t)
 
+	since := time.Now()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +100,22 @@ func TestKilledTendAdoptsRuns(t *testing.T) {
 	if p["KillMode"] != "process" {
 		t.Logf("the unit has KillMode=%s: systemd kills a crashed tend's runs with it (KillMode=process keeps them)", p["KillMode"])
 	}
+	if j := managerLines(journal(t, since)); strings.Contains(j, "219/CGROUP") || strings.Contains(j, "Failed to attach") {
+		t.Errorf("systemd could not place the restarted tend at first:\n%s", tail(j, 20))
+	}
 	checkKept(t, runs, seq, "tend's SIGKILL")
 	if procStart(child) != childStart {
 		t.Errorf("the leaver's detached child %d did not survive tend's SIGKILL", child)
+	}
+	// The same scope, the same groups, the limit never lifted.
+	if now := propsOf(t, scopeName, "InvocationID", "ControlGroup"); now["InvocationID"] != scope["InvocationID"] || now["ControlGroup"] != scope["ControlGroup"] {
+		t.Errorf("%s is %v after tend's restart, was %v: want the same scope", scopeName, now, scope)
+	}
+	if g := cgroupOf(t, runs["capped:0"].pid); g != capped {
+		t.Errorf("capped:0 is in %s after tend's restart, was in %s", g, capped)
+	}
+	if got := cgFile(t, capped, "memory.max"); got != strconv.Itoa(48*mib) {
+		t.Errorf("capped:0's memory.max = %s after tend's restart, want %d", got, 48*mib)
 	}
 	adopted := false
 	for _, e := range events(t, seq) {
@@ -149,7 +173,8 @@ func TestUpgradeKeepsMainPID(t *testing.T) {
 	for _, e := range events(t, seq) {
 		if e.kind() == "daemon" && str(e, "phase") == "upgraded" {
 			upgraded = true
-			if !strings.HasSuffix(str(e, "to"), "-vm-next") {
+			// The version is the build's, then "+" and its digest.
+			if to, _, _ := strings.Cut(str(e, "to"), "+"); !strings.HasSuffix(to, "-vm-next") {
 				t.Errorf("upgraded event %v: want to the -vm-next build", e)
 			}
 		}
@@ -174,10 +199,11 @@ func TestUnitStopStopsFleet(t *testing.T) {
 	runsOf(t, ids...)
 	p := unitProps(t, "ControlGroup", "MainPID", "TimeoutStopUSec")
 	unit := p["ControlGroup"]
+	scope := path.Join(sliceGroup, scopeName)
 	var pids []int
-	waitFor(t, 30*time.Second, "every process of the fleet in the unit's cgroup", func() (bool, string) {
-		pids = cgProcs(unit)
-		return len(pids) == 6, fmt.Sprintf("%v", pids) // tend, 4 runs, the leaver's child
+	waitFor(t, 30*time.Second, "every process of the fleet in the unit's cgroup and the runs' scope", func() (bool, string) {
+		pids = append(cgProcs(unit), cgProcs(scope)...)
+		return len(pids) == 7, fmt.Sprintf("%v", pids) // tend, the scope's holder, 4 runs, the leaver's child
 	})
 
 	since := time.Now()
@@ -207,6 +233,7 @@ func TestUnitStopStopsFleet(t *testing.T) {
 	if left := cgProcs(unit); len(left) > 0 {
 		t.Errorf("the unit's cgroup %s still holds %v", unit, left)
 	}
+	scopeGone(t)
 
 	// tend's own account: each run ended in its shutdown, then stopped.
 	var stopping, stopped int64
@@ -235,4 +262,91 @@ func TestUnitStopStopsFleet(t *testing.T) {
 			t.Errorf("stubborn:0 ignores SIGTERM and ended by %v: want tend's SIGKILL after stop_grace", e)
 		}
 	}
+}
+
+// scopeGone waits for the runs' scope to be gone: tend ended its holder
+// once no run was left, and systemd removed the scope and its groups.
+func scopeGone(t *testing.T) {
+	t.Helper()
+	waitFor(t, 30*time.Second, scopeName+" gone", func() (bool, string) {
+		q := propsOf(t, scopeName, "LoadState", "ActiveState")
+		_, err := os.Stat(filepath.Join(cgroupRoot, sliceGroup, scopeName))
+		return q["ActiveState"] == "inactive" && errors.Is(err, os.ErrNotExist), fmt.Sprintf("%v, %v", q, err)
+	})
+}
+
+// A clean `tend down` under systemd stops the fleet and leaves nothing:
+// the unit inactive (not failed, not restarted), no scope, no group.
+func TestTendDownLeavesNothing(t *testing.T) {
+	startFleet(t, configHead+sleeper("worker", 2)+helper(t, "leaver", "leaver", nil))
+	runs := runsOf(t, "worker:0", "worker:1", "leaver:0")
+	unit := unitProp(t, "ControlGroup")
+	t.Logf("$ tend down\n%s", tend(t, "down"))
+	waitFor(t, 2*time.Minute, "tend.service inactive", func() (bool, string) {
+		q := unitProps(t, "ActiveState", "Result", "NRestarts")
+		return q["ActiveState"] == "inactive", fmt.Sprint(q)
+	})
+	if q := unitProps(t, "Result", "NRestarts", "ExecMainStatus"); q["Result"] != "success" || q["NRestarts"] != "0" || q["ExecMainStatus"] != "0" {
+		t.Errorf("after tend down: %v, want Result success, no restart, tend exited 0", q)
+	}
+	for id, r := range runs {
+		if alive(r.pid) {
+			t.Errorf("%s (pid %d) outlived tend down", id, r.pid)
+		}
+	}
+	scopeGone(t)
+	if ents, err := os.ReadDir(filepath.Join(cgroupRoot, unit)); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("tend down left the group %s/%s", unit, e.Name())
+			}
+		}
+	}
+}
+
+// At shutdown systemd stops every unit in one transaction (each unit
+// conflicts with shutdown.target); the runs' scope is ordered
+// Before=tend.service, so its stop waits for tend's own shutdown of the
+// fleet instead of signalling the runs beside it. The same transaction
+// without a shutdown: a target that conflicts with both units. (One
+// systemctl stop of both does not do: it asks for each in turn.) The runs'
+// stop_signal is SIGINT, so that tend's stop and systemd's SIGTERM tell
+// apart.
+func TestScopeStopsAfterTend(t *testing.T) {
+	startFleet(t, configHead+sleeper("worker", 2)+"stop_signal = \"SIGINT\"\n")
+	runs := runsOf(t, "worker:0", "worker:1")
+	halt := "/etc/systemd/system/tend-vm-halt.target"
+	// After= them too, so that its start (and systemctl start) waits for
+	// both stops.
+	both := unitName + " " + scopeName
+	if err := os.WriteFile(halt, []byte("[Unit]\nDescription=stops tend and its runs' scope in one transaction\nConflicts="+both+"\nAfter="+both+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = run("systemctl", "stop", "tend-vm-halt.target")
+		_ = os.Remove(halt)
+		_, _ = run("systemctl", "daemon-reload")
+	})
+	mustRun(t, "systemctl", "daemon-reload")
+	mustRun(t, "systemctl", "start", "tend-vm-halt.target")
+	for id, r := range runs {
+		if alive(r.pid) {
+			t.Errorf("%s (pid %d) outlived the stop", id, r.pid)
+		}
+	}
+	exited := map[string]event{}
+	for _, e := range auditEvents(t) {
+		if e.kind() == "exited" {
+			exited[e.id()] = e
+		}
+	}
+	for id := range runs {
+		if e := exited[id]; str(e, "likely_cause") != "operator_stop" || str(e, "signal") != "SIGINT" {
+			t.Errorf("%s ended by %v: want tend's stop (operator_stop, its stop_signal SIGINT), not systemd's SIGTERM", id, e)
+		}
+	}
+	if a := unitProp(t, "ActiveState"); a != "inactive" {
+		t.Errorf("tend.service is %s after the stop", a)
+	}
+	scopeGone(t)
 }

@@ -5,6 +5,7 @@ package vm
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,25 +117,29 @@ func startFleet(t *testing.T, config string, dropIns ...string) {
 }
 
 // resetTend stops tend.service and removes everything a test left: the
-// runs still in the unit's cgroup (a unit with KillMode=process may leave
-// them), the state directory, the config, the drop-ins, the triggers.
+// runs still in the runs' scope or the unit's cgroup (a tend killed
+// outright leaves them, on purpose), the state directory, the config, the
+// drop-ins, the triggers.
 func resetTend(t *testing.T) {
 	t.Helper()
 	if out, err := run("systemctl", "stop", unitName); err != nil {
 		t.Logf("systemctl stop %s: %v\n%s", unitName, err, out)
 	}
-	group := filepath.Join(cgroupRoot, "system.slice", unitName)
-	if _, err := os.Stat(group); err == nil {
-		if len(cgProcs("/system.slice/"+unitName)) > 0 {
-			t.Logf("cleanup: killing what is left in %s: %v", group, cgProcs("/system.slice/"+unitName))
-			_ = os.WriteFile(filepath.Join(group, "cgroup.kill"), []byte("1"), 0)
+	for _, unit := range []string{scopeName, unitName} {
+		group := path.Join(sliceGroup, unit)
+		if _, err := os.Stat(filepath.Join(cgroupRoot, group)); err != nil {
+			continue
+		}
+		if left := cgProcs(group); len(left) > 0 {
+			t.Logf("cleanup: killing what is left in %s: %v", group, left)
+			_ = os.WriteFile(filepath.Join(cgroupRoot, group, "cgroup.kill"), []byte("1"), 0)
 			deadline := time.Now().Add(30 * time.Second)
-			for len(cgProcs("/system.slice/"+unitName)) > 0 && time.Now().Before(deadline) {
+			for len(cgProcs(group)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
 	}
-	_, _ = run("systemctl", "reset-failed", unitName)
+	_, _ = run("systemctl", "reset-failed", unitName, scopeName)
 	for _, p := range []string{stateDir, filepath.Dir(configPath), triggerDir} {
 		if err := os.RemoveAll(p); err != nil {
 			t.Logf("cleanup: %v", err)
@@ -156,8 +161,11 @@ func diagnose(t *testing.T) {
 	for _, c := range [][]string{
 		{"systemctl", "status", unitName, "--no-pager", "-n", "0"},
 		{"journalctl", "-u", unitName, "--no-pager", "-n", "60", "-o", "short-monotonic"},
+		{"journalctl", "-u", scopeName, "--no-pager", "-n", "20", "-o", "short-monotonic"},
 		{tendBin, "ps"},
 		{"systemd-cgls", "--no-pager", "/system.slice/" + unitName},
+		{"systemctl", "status", scopeName, "--no-pager", "-n", "10"},
+		{"systemd-cgls", "--no-pager", "/system.slice/" + scopeName},
 		// What systemd's forked child said when it could not start tend
 		// (it logs with UNIT=, from outside the unit's cgroup).
 		{"journalctl", "-b", "--no-pager", "-n", "10", "-o", "short-monotonic", "UNIT=" + unitName, "_PID=1", "+", "UNIT=" + unitName, "-g", "attach|cgroup"},

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // Where the guest keeps things. The payload's run.sh installs tend and
@@ -27,6 +29,7 @@ const (
 	tendBin    = "/usr/local/bin/tend"
 	payloadDir = "/run/tend-vm/payload" // the payload disk, mounted read-only
 	cgroupRoot = "/sys/fs/cgroup"
+	sliceGroup = "/system.slice"     // tend.service's slice, where its runs' scope goes too
 	triggerDir = "/run/tend-vm-test" // files the helper programs wait for
 )
 
@@ -85,7 +88,13 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 // unitProps reads properties of tend.service from systemd.
 func unitProps(t *testing.T, names ...string) map[string]string {
 	t.Helper()
-	args := []string{"show", unitName}
+	return propsOf(t, unitName, names...)
+}
+
+// propsOf reads properties of a unit from systemd.
+func propsOf(t *testing.T, unit string, names ...string) map[string]string {
+	t.Helper()
+	args := []string{"show", unit}
 	for _, n := range names {
 		args = append(args, "-p", n)
 	}
@@ -216,6 +225,10 @@ func auditEvents(t *testing.T) []event {
 	slices.SortFunc(evs, func(a, b event) int { return int(a.seq() - b.seq()) })
 	return evs
 }
+
+// scopeName is the scope tend asks systemd for, to hold its runs' groups:
+// tend-ID.scope, ID naming the state directory.
+var scopeName = "tend-" + statedir.ID(stateDir) + ".scope"
 
 // cgroupOf is the cgroup v2 path of pid ("/system.slice/...").
 func cgroupOf(t *testing.T, pid int) string {

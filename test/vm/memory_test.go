@@ -74,6 +74,11 @@ func TestMemoryMaxOOMKill(t *testing.T) {
 	if c := str(last, "likely_cause"); c != "oom_kill" {
 		t.Errorf("status last_exit = %v, want likely_cause oom_kill", last)
 	}
+	// The OOM kill counts in the runs' scope too (memory.events is
+	// hierarchical): its OOMPolicy=continue leaves it to tend.
+	if q := propsOf(t, scopeName, "ActiveState", "Result"); q["ActiveState"] != "active" {
+		t.Errorf("%s after a run's OOM kill: %v, want still active", scopeName, q)
+	}
 }
 
 // max_rss is compared with the group's memory.current, and rss_bytes is

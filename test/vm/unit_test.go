@@ -5,6 +5,7 @@ package vm
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // `systemctl start tend` returns once tend has said READY=1, which it says
@@ -55,9 +58,11 @@ func TestUnitStartWaitsForReady(t *testing.T) {
 	}
 }
 
-// Each run is in a group of its own inside the unit's delegated subtree,
-// tend itself in none of them, and a process that leaves its session
-// stays in its run's group.
+// Each run is in a group of its own in the scope tend has systemd make
+// for its runs (Delegate=yes, beside tend.service, in its slice), tend
+// itself alone in its unit's cgroup, which enables no controller (so that
+// systemd can always start tend there again), and a process that leaves
+// its session stays in its run's group.
 func TestUnitRunsInDelegatedSubtree(t *testing.T) {
 	startFleet(t, configHead+sleeper("worker", 3)+helper(t, "leaver", "leaver", nil))
 	p := unitProps(t, "Delegate", "ControlGroup", "MainPID")
@@ -66,9 +71,38 @@ func TestUnitRunsInDelegatedSubtree(t *testing.T) {
 	}
 	unit := p["ControlGroup"]
 	daemonPID, _ := strconv.Atoi(p["MainPID"])
-	daemonGroup := cgroupOf(t, daemonPID)
-	if !strings.HasPrefix(daemonGroup, unit+"/") {
-		t.Errorf("tend (pid %d) is in %s, not in a leaf below its unit's %s", daemonPID, daemonGroup, unit)
+	if g := cgroupOf(t, daemonPID); g != unit {
+		t.Errorf("tend (pid %d) is in %s, want its unit's own %s", daemonPID, g, unit)
+	}
+	if c := cgFile(t, unit, "cgroup.subtree_control"); c != "" {
+		t.Errorf("%s enables %q for groups below it: systemd could not start tend there again while they hold runs", unit, c)
+	}
+	sc := propsOf(t, scopeName, "ActiveState", "Delegate", "ControlGroup", "Slice", "Before", "OOMPolicy", "TasksMax")
+	if sc["ActiveState"] != "active" || sc["Delegate"] != "yes" || sc["Slice"] != path.Base(sliceGroup) ||
+		!slices.Contains(strings.Fields(sc["Before"]), unitName) || sc["OOMPolicy"] != "continue" || sc["TasksMax"] != "infinity" {
+		t.Errorf("%s: %v; want active, Delegate=yes, in tend.service's slice, Before=tend.service, OOMPolicy=continue, TasksMax=infinity", scopeName, sc)
+	}
+	scope := sc["ControlGroup"]
+	if scope != path.Join(sliceGroup, scopeName) {
+		t.Errorf("%s's cgroup is %q, want %s", scopeName, scope, path.Join(sliceGroup, scopeName))
+	}
+	tree := path.Join(scope, "tend-"+statedir.ID(stateDir))
+	// The holder keeps the scope while no run does: one process, in the
+	// scope's hold leaf, so that the scope's own group holds none.
+	if procs := cgProcs(path.Join(scope, "hold")); len(procs) != 1 {
+		t.Errorf("the scope's hold leaf holds %v, want one holder", procs)
+	} else if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", procs[0])); string(cmd) != "tend\x00cgroup-hold\x00" {
+		t.Errorf("the holder %d runs %q, want tend cgroup-hold", procs[0], cmd)
+	} else {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", procs[0]))
+		for line := range strings.SplitSeq(string(st), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "RssAnon:") {
+				t.Logf("the scope's holder %d: %s", procs[0], strings.Join(strings.Fields(line), " "))
+			}
+		}
+	}
+	if procs := cgFile(t, scope, "cgroup.procs"); procs != "" {
+		t.Errorf("the scope's own group holds %q", procs)
 	}
 	seen := map[string]string{}
 	for _, id := range []string{"worker:0", "worker:1", "worker:2", "leaver:0"} {
@@ -79,14 +113,10 @@ func TestUnitRunsInDelegatedSubtree(t *testing.T) {
 		g := cgroupOf(t, int(num(st, "pid")))
 		name, k, _ := strings.Cut(id, ":")
 		switch {
-		case !strings.HasPrefix(g, unit+"/"):
-			t.Errorf("%s runs in %s, outside tend.service's %s", id, g, unit)
-		case path.Base(g) != name+"-"+k:
-			t.Errorf("%s runs in %s, want a group named %s-%s", id, g, name, k)
+		case g != path.Join(tree, name+"-"+k):
+			t.Errorf("%s runs in %s, want %s", id, g, path.Join(tree, name+"-"+k))
 		case seen[g] != "":
 			t.Errorf("%s and %s share the group %s", id, seen[g], g)
-		case g == daemonGroup:
-			t.Errorf("%s runs in tend's own group %s", id, g)
 		}
 		seen[g] = id
 		// The controllers reach the runs' groups (Delegate=yes, then tend).
@@ -177,6 +207,7 @@ func TestUnitWatchdog(t *testing.T) {
 		t.Fatalf("WatchdogUSec = %q, want 4s from the drop-in", w)
 	}
 	daemon := mainPID(t)
+	runs := runsOf(t, "worker:0")
 	// WatchdogTimestamp is when systemd last heard WATCHDOG=1.
 	var first, last int64
 	pings := map[int64]bool{}
@@ -200,7 +231,8 @@ func TestUnitWatchdog(t *testing.T) {
 	}
 
 	// A stopped tend sends nothing: systemd's watchdog ends it and starts
-	// another.
+	// another, which adopts the run.
+	seq := lastSeq(t)
 	since := time.Now()
 	if err := syscall.Kill(daemon, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -212,4 +244,5 @@ func TestUnitWatchdog(t *testing.T) {
 	if j := journal(t, since); !strings.Contains(j, "Watchdog timeout") {
 		t.Errorf("the journal does not say the watchdog fired:\n%s", tail(j, 15))
 	}
+	checkKept(t, runs, seq, "the watchdog's restart of tend")
 }

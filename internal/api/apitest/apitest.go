@@ -42,6 +42,8 @@ type Backend struct {
 	// WaitDelay is how long an action with Wait takes to be done; a
 	// context that ends first (?timeout=D) leaves every instance in Failed.
 	WaitDelay time.Duration
+	// TTY names the instances whose log sources say they run in a terminal.
+	TTY map[string]bool
 
 	mu       sync.Mutex                // guards the fields below
 	statuses map[string]program.Status // by instance id
@@ -52,6 +54,9 @@ type Backend struct {
 	holds    map[string]int            // program name -> Hold calls not released
 	removed  map[string]chan struct{}  // program name -> closed by its Remove, for holds
 	added    map[string][]byte         // program name -> the body it was added with
+	// newTTY, set by NewTerminals, gives each instance of a program added
+	// with tty = true a terminal (called without mu held).
+	newTTY func(id string)
 }
 
 // NewBackend returns an empty Backend whose logs live in logDir.
@@ -126,8 +131,19 @@ func (b *Backend) Status(sel string, labels program.LabelSelector) ([]program.St
 	return out, nil
 }
 
-// Add implements api.Backend: each instance starts out stopped.
+// Add implements api.Backend: each instance starts out stopped, or with
+// tty = true and Terminals, running with a terminal.
 func (b *Backend) Add(spec program.Spec, source []byte) ([]string, error) {
+	ids, err := b.add(spec, source)
+	if err == nil && spec.Tty && b.newTTY != nil {
+		for _, id := range ids {
+			b.newTTY(id)
+		}
+	}
+	return ids, err
+}
+
+func (b *Backend) add(spec program.Spec, source []byte) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.hasProgramLocked(spec.Name) {
@@ -387,7 +403,7 @@ func (b *Backend) LogSources(sel string, labels program.LabelSelector) ([]logfil
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, logfile.Source{ID: id, Log: l})
+		out = append(out, logfile.Source{ID: id, Log: l, TTY: b.TTY[id]})
 	}
 	return out, nil
 }
@@ -432,7 +448,8 @@ func logDir(path string) (*statedir.Dir, error) {
 }
 
 // ParseProgram implements api.Backend for the keys the CLI sends: name,
-// command, shell, instances, agent and restart. Other keys are an error, as
+// command, shell, instances, agent, restart, labels, env, cwd,
+// remove_on_exit, autostart and tty. Other keys are an error, as
 // the daemon rejects unknown keys.
 func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	var req struct {
@@ -447,6 +464,7 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 		Cwd          string            `json:"cwd"`
 		RemoveOnExit bool              `json:"remove_on_exit"`
 		Autostart    *bool             `json:"autostart"`
+		Tty          bool              `json:"tty"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -455,7 +473,7 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	}
 	spec := program.Spec{Name: req.Name, Command: req.Command, Shell: req.Shell,
 		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways, Autostart: true,
-		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit}
+		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit, Tty: req.Tty}
 	if req.Autostart != nil {
 		spec.Autostart = *req.Autostart
 	}

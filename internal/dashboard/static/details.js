@@ -1,8 +1,10 @@
-// The details panel of one instance: its why, facts, last exit, process
-// tree and a live tail of its log (GET /v1/logs/{id}?tail=200&follow=1,
-// read as a stream), with the start, stop and restart buttons.
+// The details panel of one instance: its why, its live terminal for a tty
+// instance (terminal.js), facts, last exit, process tree and a live tail
+// of its log (GET /v1/logs/{id}?tail=200&follow=1, read as a stream),
+// with the start, stop and restart buttons.
 
 import {el, setText, setAttr, badge, bytes, duration, uptime, ago, localTime, exitText, pathId, CAUSES} from './fmt.js';
+import {LiveTerminal} from './terminal.js';
 
 const LOG_MAX = 256 * 1024; // characters of log kept on screen
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]/g;
@@ -25,7 +27,11 @@ export class Details {
       if (b && this.id && b.getAttribute('aria-disabled') !== 'true') this.onAct(this.id, b.dataset.action);
     });
     this.q('d-close').addEventListener('click', () => this.close());
-    root.addEventListener('keydown', (e) => { if (e.key === 'Escape') this.close(); });
+    // Escape closes the panel, except in the terminal: there it is a key
+    // for the program.
+    root.addEventListener('keydown', (e) => { if (e.key === 'Escape' && !e.target.closest('.term')) this.close(); });
+    this.terminal = new LiveTerminal(this.q('d-term-section'), this.q('d-term'), this.q('d-term-state'));
+    this.terminal.onRetry = () => this.refresh();
   }
 
   open(id) {
@@ -49,6 +55,7 @@ export class Details {
     const id = this.id;
     this.id = null;
     this.stopLog();
+    this.terminal.stop();
     this.root.hidden = true;
     this.onSelected(null);
     this.onClose(id);
@@ -58,6 +65,7 @@ export class Details {
   gone() {
     setText(this.q('d-sub'), 'removed from the fleet');
     this.stopLog();
+    this.terminal.stop();
   }
 
   // refresh fetches the open instance's status (a single status reads its
@@ -92,6 +100,8 @@ export class Details {
   fill(st) {
     this.st = st;
     const alive = st.pid != null;
+    this.root.classList.toggle('wide', !!st.tty);
+    this.terminal.sync(st.id, st);
     setText(this.q('d-title'), st.id);
     const sub = this.q('d-sub');
     let b = sub.querySelector('.badge');
@@ -215,7 +225,7 @@ function procs(tbody, list) {
 }
 
 // cmdCell is a command indented by its depth in the tree. (The indent is
-// set through CSSOM: the page's CSP refuses inline style attributes.)
+// set through CSSOM: the page's own code writes no style attributes.)
 function cmdCell(cmd, depth) {
   const td = el('td', {class: 'cmd', title: cmd},
     depth ? el('span', {class: 'branch', 'aria-hidden': 'true', text: '└ '}) : null, cmd);

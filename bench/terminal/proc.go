@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Memory is a process's memory and descriptors at one moment.
+type Memory struct {
+	PSS     int64          `json:"pss_bytes"`      // shared pages split fairly
+	PSSAnon int64          `json:"pss_anon_bytes"` // of which anonymous: the heap, stacks
+	RSS     int64          `json:"rss_bytes"`
+	Threads int            `json:"threads"`
+	FDs     int            `json:"fds"`       // over every descriptor table of the process
+	Tables  int            `json:"fd_tables"` // tend's epoll loops and forker have tables of their own
+	Kinds   map[string]int `json:"fd_kinds"`  // socket, pipe, ptmx, anon_inode:[...], file
+}
+
+// readMemory reads pid's memory (smaps_rollup) and descriptors.
+func readMemory(pid int) (Memory, error) {
+	var m Memory
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return m, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Rss:":
+			m.RSS = kb << 10
+		case "Pss:":
+			m.PSS = kb << 10
+		case "Pss_Anon:":
+			m.PSSAnon = kb << 10
+		}
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	m.Threads = len(tasks)
+	m.Kinds = map[string]int{}
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/fd", pid, t.Name())
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		var key strings.Builder
+		var targets []string
+		for _, fd := range fds {
+			target, err := os.Readlink(dir + "/" + fd.Name())
+			if err == nil {
+				targets = append(targets, target)
+				key.WriteString(fd.Name() + "=" + target + "\n")
+			}
+		}
+		if seen[key.String()] {
+			continue // a table shared with another thread
+		}
+		seen[key.String()] = true
+		m.Tables++
+		m.FDs += len(targets)
+		for _, target := range targets {
+			m.Kinds[fdKind(target)]++
+		}
+	}
+	return m, nil
+}
+
+func fdKind(target string) string {
+	switch {
+	case strings.HasPrefix(target, "socket:"):
+		return "socket"
+	case strings.HasPrefix(target, "pipe:"):
+		return "pipe"
+	case target == "/dev/ptmx" || strings.HasPrefix(target, "/dev/pts/"):
+		return "ptmx"
+	case strings.HasPrefix(target, "anon_inode:"):
+		return target
+	case strings.Contains(target, "/fifo/"):
+		return "fifo"
+	}
+	return "file"
+}
+
+// cpuTime is a process's CPU time so far: schedstat's run time summed over
+// its threads.
+func cpuTime(pid int) time.Duration {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var run time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			run += time.Duration(ns)
+		}
+	}
+	return run
+}
+
+// keeperOf is the pid of the tend-keeper serving the state directory dir:
+// the process holding the socket that listens at dir/keep.sock.
+func keeperOf(dir string) int {
+	path := dir + "/keep.sock"
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return 0
+	}
+	inode := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 8 && f[7] == path && f[3] == "00010000" {
+			inode = f[6]
+		}
+	}
+	if inode == "" {
+		return 0
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink("/proc/" + p.Name() + "/fd/3"); l == "socket:["+inode+"]" {
+			return pid
+		}
+	}
+	return 0
+}

@@ -1,0 +1,173 @@
+package api
+
+// The terminal routes (docs/api.md#terminals): GET /v1/screen/{id}, POST
+// /v1/programs/{id}/input, and GET /v1/attach/{id} (attach.go). They serve
+// Options.Terminals; a Server without one answers them 501.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
+)
+
+// errNoTerminals answers the terminal routes of a Server without Terminals.
+var errNoTerminals = &httpError{http.StatusNotImplemented, "this server has no terminals"}
+
+// maxInputBody caps a POST .../input body. JSON may spell each byte of the
+// text as six (\u001b), and keys come beside it: a body past this carries
+// more than program.MaxInput bytes of text whatever its spelling, so it is
+// refused (413) without being read to its end.
+const maxInputBody = 6*program.MaxInput + 64<<10
+
+// maxKeys bounds the keys one input may name.
+const maxKeys = 4096
+
+// screen answers GET /v1/screen/{id}: the screen of one tty instance's run
+// now (or of its last run), with ?ansi=1 its colours too.
+func (s *Server) screen(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Terminals == nil {
+		return errNoTerminals
+	}
+	ansi, err := boolParam(r, "ansi")
+	if err != nil {
+		return err
+	}
+	id, err := s.oneInstance(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	scr, err := s.opts.Terminals.Screen(id, ansi)
+	if err != nil {
+		return err
+	}
+	if scr.Lines == nil {
+		scr.Lines = []string{}
+	}
+	writeJSON(w, http.StatusOK, scr)
+	return nil
+}
+
+// input answers POST /v1/programs/{id}/input: body {"text", "keys",
+// "enter"} typed into every running tty instance the selector names.
+func (s *Server) input(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.Terminals == nil {
+		return errNoTerminals
+	}
+	sel, err := selectorParam(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if r.ContentLength > maxInputBody {
+		return errInputTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInputBody))
+	if err != nil {
+		return inputReadError(err)
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	in, err := ParseInput(body)
+	if err != nil {
+		return err
+	}
+	ids, err := s.opts.Terminals.Input(sel, in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, idsBody{IDs: nonNil(ids)})
+	return nil
+}
+
+var errInputTooLarge = fmt.Errorf("%w: text is capped at 64 KiB per request", program.ErrTooLarge)
+
+// inputReadError is the error of an input body that could not be read.
+func inputReadError(err error) error {
+	var tooBig *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return errInputTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &httpError{http.StatusRequestTimeout, fmt.Sprintf("request body did not arrive within %v", bodyTimeout)}
+	}
+	return badRequest("reading request body: " + err.Error())
+}
+
+// ParseInput reads a POST .../input body: one JSON object with "text",
+// "keys" (tmux's key names) and "enter", and nothing else. Text over
+// program.MaxInput bytes wraps program.ErrTooLarge; anything else wrong
+// (not UTF-8, an unknown field or key name, nothing to type) wraps
+// program.ErrInvalid and says what.
+func ParseInput(body []byte) (program.Input, error) {
+	var in program.Input
+	// JSON is UTF-8; encoding/json would type U+FFFD for a bad byte.
+	if !utf8.Valid(body) {
+		return in, fmt.Errorf("%w: request body is not valid UTF-8", program.ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf(`%w: body must be {"text": "...", "keys": ["Enter", ...], "enter": true}: %v`, program.ErrInvalid, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return in, fmt.Errorf("%w: body must be one JSON object, with nothing after it", program.ErrInvalid)
+	}
+	if len(in.Text) > program.MaxInput {
+		return in, errInputTooLarge
+	}
+	if len(in.Keys) > maxKeys {
+		return in, fmt.Errorf("%w: %d keys: at most %d per request", program.ErrInvalid, len(in.Keys), maxKeys)
+	}
+	for _, k := range in.Keys {
+		// The keys are checked here, not only where they are typed, so an
+		// input that names an unknown one types nothing anywhere.
+		if _, err := terminal.KeyBytes(k, false); err != nil {
+			return in, fmt.Errorf("%w: %v (keys are tmux's names: Enter, Escape, Tab, BSpace, Up, C-c, M-x, F1, ...)", program.ErrInvalid, err)
+		}
+	}
+	if in.Text == "" && len(in.Keys) == 0 && !in.Enter {
+		return in, fmt.Errorf(`%w: nothing to type: give "text", "keys" or "enter"`, program.ErrInvalid)
+	}
+	return in, nil
+}
+
+// oneInstance turns the id of a route that serves one terminal into an
+// instance id: NAME:K as it is, and a bare NAME (or all) when it names
+// exactly one instance, so `tend screen planner` works for a program of
+// one instance.
+func (s *Server) oneInstance(sel string) (string, error) {
+	if _, err := selectorParam(sel); err != nil {
+		return "", err
+	}
+	if _, _, one := program.SplitID(sel); one {
+		return sel, nil
+	}
+	list, err := s.b.Status(sel, nil)
+	if err != nil {
+		return "", err
+	}
+	switch len(list) {
+	case 0:
+		return "", fmt.Errorf("%w: %s has no instances", program.ErrNotFound, sel)
+	case 1:
+		return list[0].ID, nil
+	}
+	ids := make([]string, 0, 3)
+	for _, st := range list[:min(3, len(list))] {
+		ids = append(ids, st.ID)
+	}
+	more := ""
+	if len(list) > 3 {
+		more = ", ..."
+	}
+	return "", badRequest(fmt.Sprintf("%s names %d instances: name one (%s%s)", sel, len(list), strings.Join(ids, ", "), more))
+}

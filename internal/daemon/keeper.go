@@ -1,0 +1,225 @@
+package daemon
+
+import (
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/keeper"
+	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/supervisor"
+)
+
+// ttyKeeper is the daemon's side of the keeper process (package keeper),
+// the supervisors' Keeper: it hands the keeper a copy of each tty run's
+// master, so that the terminal outlives this daemon as the run does, and
+// at start takes back the masters an earlier daemon's runs left there.
+//
+// The keeper is found at start (state_dir/keep.sock) or started when the
+// first tty run needs one; one that went away is started again at the
+// next run's Keep. tend down tells it to go (quit); a keeper this daemon
+// started is its child, and it waits for it.
+type ttyKeeper struct {
+	d    *daemon
+	path string
+
+	mu     sync.Mutex             // guards what follows, and serialises the exchanges
+	c      *keeper.Client         // the connection; nil when none
+	child  chan struct{}          // closed when the keeper this daemon started exits; nil if none was
+	kept   map[string]keeper.Run  // the run each instance's master was kept for, for its Drop
+	taken  map[string]keeper.Held // masters handed back at start, not yet claimed by an adoption
+	noted  bool                   // a failure to keep was said once
+	closed bool                   // tend down: no keeper is started any more
+}
+
+var _ supervisor.Keeper = (*ttyKeeper)(nil)
+
+// openKeeper connects to the keeper an earlier daemon left, if any, and
+// takes back every master it holds, for the adoptions to claim.
+func (d *daemon) openKeeper() *ttyKeeper {
+	k := &ttyKeeper{d: d, path: d.state.Root.Join(keeper.SocketName), kept: map[string]keeper.Run{}, taken: map[string]keeper.Held{}}
+	c, err := keeper.Dial(k.path)
+	if err != nil {
+		return k // none: started when a tty run first needs one
+	}
+	held, err := c.List()
+	if err != nil {
+		d.note("keeper: %v", err)
+		c.Close()
+		return k
+	}
+	k.c = c
+	for _, h := range held {
+		if old, ok := k.taken[h.ID]; ok {
+			unix.Close(old.FD)
+		}
+		k.taken[h.ID] = h
+	}
+	return k
+}
+
+// Keep implements supervisor.Keeper.
+func (k *ttyKeeper) Keep(id string, pid int, fd int) {
+	ticks, err := reaper.StartTicks(pid)
+	if err != nil {
+		return // the run is gone already
+	}
+	r := keeper.Run{ID: id, PID: pid, Ticks: ticks}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for try := 0; try < 2; try++ {
+		if err = k.connectLocked(); err == nil {
+			if err = k.c.Keep(r, fd); err == nil {
+				k.kept[id] = r
+				return
+			}
+			k.c.Close() // gone: the next try starts another
+			k.c = nil
+		}
+	}
+	if !k.noted && !k.closed {
+		k.noted = true
+		k.d.note("keeper: %v (tty runs started now do not outlive the daemon with their terminal)", err)
+	}
+}
+
+// Drop implements supervisor.Keeper.
+func (k *ttyKeeper) Drop(id string, pid int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.kept[id]
+	if !ok || r.PID != pid {
+		return
+	}
+	delete(k.kept, id)
+	if k.c != nil {
+		_ = k.c.Drop(r) // a keeper that went drops it anyway
+	}
+}
+
+// Take implements supervisor.Keeper.
+func (k *ttyKeeper) Take(id string, pid int) (int, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, ok := k.taken[id]
+	if !ok || h.PID != pid {
+		return -1, false
+	}
+	delete(k.taken, id)
+	k.kept[id] = h.Run
+	return h.FD, true
+}
+
+// settle lets go of the masters no adoption claimed, keeping those of runs
+// offered again for a later adoption (a program that may come back).
+func (k *ttyKeeper) settle(later map[string]supervisor.Adoption) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, h := range k.taken {
+		if a, ok := later[id]; ok && a.PID == h.PID {
+			continue
+		}
+		unix.Close(h.FD)
+		delete(k.taken, id)
+		if k.c != nil {
+			_ = k.c.Drop(h.Run)
+		}
+	}
+}
+
+// connectLocked makes sure there is a connection: to the keeper serving
+// the socket, or to one started now.
+func (k *ttyKeeper) connectLocked() error {
+	if k.c != nil {
+		return nil
+	}
+	if c, err := keeper.Dial(k.path); err == nil {
+		k.c = c
+		return nil
+	}
+	if k.closed {
+		return keeper.ErrClosed
+	}
+	if err := k.startLocked(); err != nil {
+		return err
+	}
+	c, err := keeper.Dial(k.path)
+	if err != nil {
+		return err
+	}
+	k.c = c
+	return nil
+}
+
+// startLocked starts a keeper: this binary again, as tend-keeper, in a
+// session of its own, with /dev/null for its streams and the listening
+// socket as descriptor 3, and nothing else.
+func (k *ttyKeeper) startLocked() error {
+	lfd, err := keeper.Listen(k.path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lfd)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	attr := &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   keeper.Env(),
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(lfd)},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	exited := make(chan struct{})
+	_, err = k.d.reaper.Spawn(func() (int, error) {
+		return syscall.ForkExec("/proc/self/exe", []string{keeper.Arg0}, attr)
+	}, func(reaper.Status) { close(exited) }, false)
+	if err != nil {
+		return err
+	}
+	k.child = exited
+	return nil
+}
+
+// quit tells the keeper the daemon stops (it exits once it holds nothing)
+// and waits a little for the one this daemon started.
+func (k *ttyKeeper) quit() {
+	k.mu.Lock()
+	k.closed = true
+	c, child := k.c, k.child
+	k.c = nil
+	for id, h := range k.taken {
+		unix.Close(h.FD)
+		delete(k.taken, id)
+	}
+	k.mu.Unlock()
+	if c == nil && child != nil {
+		c, _ = keeper.Dial(k.path)
+	}
+	if c != nil {
+		_ = c.Quit()
+	}
+	if child != nil {
+		select {
+		case <-child:
+		case <-time.After(3 * time.Second):
+		}
+	}
+	// A keeper that went (it held nothing) leaves its socket: remove it,
+	// unless a keeper still serves it (holding runs left alone).
+	for range 20 {
+		if c, err := keeper.Dial(k.path); err != nil {
+			if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
+				_ = os.Remove(k.path)
+			}
+			return
+		} else {
+			c.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,218 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
+)
+
+// What the daemon's api.Terminals asks of a tty instance: its screen,
+// input, and attached clients. Errors wrap program's: ErrNotRunning (bare:
+// the caller says why from the status) when no run has the terminal,
+// ErrTooLarge, ErrInvalid for an unknown key name or size.
+
+// ErrReadOnly is a read-only client's Write.
+var ErrReadOnly = errors.New("attached read-only: input is refused")
+
+// lostError is a run that has no terminal tend can read (adopted without
+// its master).
+type lostError struct{ msg string }
+
+func (e *lostError) Error() string { return e.msg }
+func (e *lostError) Unwrap() error { return program.ErrNotRunning }
+
+// current is the current run's terminal, or an error saying why there is
+// none.
+func (h *TTY) current() (*terminal.Terminal, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil {
+		return nil, h.noneLocked()
+	}
+	return h.cur, nil
+}
+
+// noneLocked is the error of a terminal asked for when no run has one.
+func (h *TTY) noneLocked() error {
+	if h.lost != "" {
+		return &lostError{h.in.id + ": " + h.lost}
+	}
+	return program.ErrNotRunning
+}
+
+// Running reports whether a run has the terminal now.
+func (h *TTY) Running() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cur != nil
+}
+
+// Screen returns the current run's screen, or the last run's when none
+// runs (Running false); with ansi, its rows with colours and attributes
+// too. ErrNotRunning before any run.
+func (h *TTY) Screen(ansi bool) (program.Screen, error) {
+	h.mu.Lock()
+	t, running := h.last, h.cur != nil
+	var err error
+	if t == nil || h.lost != "" {
+		err = h.noneLocked()
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return program.Screen{}, err
+	}
+	var snap terminal.Snapshot
+	var rows []string
+	t.View(func(s *terminal.Screen) {
+		snap = s.Snapshot()
+		if ansi {
+			rows = strings.Split(strings.TrimSuffix(s.ANSI(), "\n"), "\n")
+		}
+	})
+	return program.Screen{
+		ID: h.in.id, Cols: snap.Cols, Rows: snap.Rows,
+		Cursor: program.Cursor{X: snap.Cursor.X, Y: snap.Cursor.Y},
+		Lines:  snap.Lines, ANSI: rows, Title: snap.Title,
+		ChangedAt: program.Time{Time: snap.ChangedAt}, Running: running,
+	}, nil
+}
+
+// Send types in into the current run's terminal: text (a bracketed paste
+// when the program asked for one), then keys by tmux's names, then Enter.
+func (h *TTY) Send(in program.Input) error {
+	if len(in.Text) > program.MaxInput {
+		return fmt.Errorf("%w: %d bytes of text, at most %d", program.ErrTooLarge, len(in.Text), program.MaxInput)
+	}
+	t, err := h.current()
+	if err != nil {
+		return err
+	}
+	return inputError(t.Send(terminal.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter}))
+}
+
+// inputError maps the terminal's input errors to program's.
+func inputError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, terminal.ErrInputTooLarge):
+		return fmt.Errorf("%w: %v", program.ErrTooLarge, err)
+	case errors.Is(err, terminal.ErrClosed):
+		return program.ErrNotRunning // the run ended meanwhile
+	case strings.HasPrefix(err.Error(), "unknown key name"):
+		return fmt.Errorf("%w: %v", program.ErrInvalid, err)
+	}
+	return err
+}
+
+// Attach connects a client: the screen (the current run's, or the last
+// one's while the next is awaited) at once, then everything the runs
+// write, with a notice between runs, until the instance comes to rest.
+// ErrNotRunning when it is at rest now.
+func (h *TTY) Attach(readOnly bool) (program.Attach, error) {
+	h.mu.Lock()
+	if h.atRest || h.last == nil || h.lost != "" {
+		err := h.noneLocked()
+		h.mu.Unlock()
+		return nil, err
+	}
+	a := &attach{h: h, c: terminal.NewClient(0), readOnly: readOnly}
+	h.attaches[a] = struct{}{}
+	h.last.Attach(a.c)
+	n := len(h.attaches)
+	h.mu.Unlock()
+	h.in.putTerm(termClients, n)
+	return a, nil
+}
+
+// resize sets the terminal's size for the current run and the next ones;
+// 0x0 leaves it as it is.
+func (h *TTY) resize(s terminal.Size) error {
+	if s.Cols == 0 && s.Rows == 0 {
+		return nil
+	}
+	if err := s.Valid(); err != nil {
+		return fmt.Errorf("%w: %v", program.ErrInvalid, err)
+	}
+	h.mu.Lock()
+	h.size = s
+	t := h.cur
+	h.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	err := t.Resize(s)
+	if errors.Is(err, terminal.ErrClosed) {
+		return nil // the run ended meanwhile: the next one gets the size
+	}
+	return err
+}
+
+// detach forgets a; it was attached until now.
+func (h *TTY) detach(a *attach) {
+	h.mu.Lock()
+	_, was := h.attaches[a]
+	delete(h.attaches, a)
+	n := len(h.attaches)
+	h.mu.Unlock()
+	if was {
+		h.in.putTerm(termClients, n)
+	}
+}
+
+// attach is one client following a tty instance (program.Attach).
+type attach struct {
+	h        *TTY
+	c        *terminal.Client
+	readOnly bool
+
+	mu  sync.Mutex // guards end
+	end string     // the lifecycle the instance came to rest in; "" before
+}
+
+func (a *attach) Next(ctx context.Context) ([]byte, error) { return a.c.Next(ctx) }
+
+func (a *attach) Write(p []byte) error {
+	if a.readOnly {
+		return ErrReadOnly
+	}
+	if len(p) > program.MaxInput {
+		return fmt.Errorf("%w: %d bytes, at most %d", program.ErrTooLarge, len(p), program.MaxInput)
+	}
+	t, err := a.h.current()
+	if err != nil {
+		return err
+	}
+	return inputError(t.Write(p))
+}
+
+func (a *attach) Resize(cols, rows int) error {
+	if a.readOnly {
+		return nil // a watcher does not size the terminal for the others
+	}
+	return a.h.resize(terminal.Size{Cols: cols, Rows: rows})
+}
+
+func (a *attach) End() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.end
+}
+
+func (a *attach) Close() {
+	a.h.detach(a)
+	a.c.Close()
+}
+
+// finish ends the client: the instance came to rest in end.
+func (a *attach) finish(end string) {
+	a.mu.Lock()
+	a.end = end
+	a.mu.Unlock()
+	a.c.Close()
+}
