@@ -126,13 +126,22 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 }
 
 // derive is Derive plus the run's processes, sampled as of now or reused
-// from a sample less than maxAge older.
+// from a sample of this run less than maxAge older. State, pid and
+// lifecycle are always the snapshot's: only the processes may be older.
 func (b *Broker) derive(s *program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
 	st := Derive(*s, now)
 	if st.PID == nil {
 		return st
 	}
-	if m, ok := b.sample(liveRun{*st.PID, s.Members}, now, maxAge); ok && len(m.Procs) > 0 {
+	run := liveRun{*st.PID, s.Members}
+	m, ok := b.sample(run, now, maxAge)
+	if ok && maxAge > 0 && m.At.Before(st.StartedAt.Time) {
+		// Taken before this run began: an earlier run's (the instance's
+		// last, or its leader pid's previous holder). Never shown as this
+		// run's: read it now.
+		m, ok = b.sample(run, now, 0)
+	}
+	if ok && len(m.Procs) > 0 {
 		st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
 		st.PeakRSS = max(st.PeakRSS, m.Peak)
 		st.SampledAt = program.Time{Time: m.At}

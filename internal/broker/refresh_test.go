@@ -247,3 +247,33 @@ func TestAfterRefresh(t *testing.T) {
 		t.Errorf("called after %d refreshes, seeing %d samples taken; want 2, 4 (the second refresh's too)", calls, samplesThen)
 	}
 }
+
+// A sample taken before the run began is an earlier run's (the instance
+// restarted, or its pid was reused): a listing never shows it as this
+// run's processes, however young it is.
+func TestListingNeverReusesAnEarlierRunsSample(t *testing.T) {
+	b, c, ss := sampled(t, 1)
+	b.Listing(false, nil).Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != 1 {
+		t.Fatalf("%d samples, want 1", got)
+	}
+	c.add(2 * time.Second) // the run ends and another begins, with the same Members
+	restarted := c.Now()
+	b.Update(snap("p:0", func(sn *program.Snapshot) {
+		running(200)(sn)
+		sn.Status.StartedAt = program.Time{Time: restarted}
+		sn.Members = ss[0].members
+	}))
+	c.add(time.Second)
+	l := b.Listing(false, nil)
+	list := statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	if len(list) != 1 || list[0].SampledAt.Before(restarted) {
+		t.Fatalf("after a restart: %+v, want a sample of the new run", list)
+	}
+	if got := taken(ss); got != 2 {
+		t.Errorf("%d samples, want 2 (the new run's, read by the listing)", got)
+	}
+}
