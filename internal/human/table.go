@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -29,8 +28,9 @@ type TableOptions struct {
 // Table writes the aligned ps table of list, cutting WHY so that no line is
 // wider than width. When the other columns alone are wider than that, WHY
 // keeps MinWhy runes: a line that overflows beats a reason that is gone.
-// When its RSS figures are a second old or more, the header says so: "RSS
-// (3s ago)", the oldest.
+// Its header is the same whatever the age of the RSS figures (a listing's
+// may be a few seconds old; --json says when each was read in
+// sampled_at): scripts split it on blanks.
 func Table(w io.Writer, list []program.Status, width int) error {
 	return TableWith(w, list, width, TableOptions{})
 }
@@ -50,8 +50,7 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 type PsTable struct {
 	o     TableOptions
 	cols  int
-	cells []string      // the rows' cells, cols a row, after the header's row
-	age   time.Duration // of the oldest process sample added
+	cells []string // the rows' cells, cols a row, after the header's row
 }
 
 // NewTable returns an empty table with the columns o asks for, with room
@@ -73,9 +72,6 @@ func (t *PsTable) Add(st *program.Status) {
 		t.cells = append(t.cells, orDash(program.FormatLabels(st.Labels)))
 	}
 	t.cells = append(t.cells, st.Why)
-	if !st.SampledAt.IsZero() {
-		t.age = max(t.age, st.ComputedAt.Sub(st.SampledAt.Time))
-	}
 }
 
 // Write writes the table, no line wider than width but for MinWhy.
@@ -85,9 +81,6 @@ func (t *PsTable) Write(w io.Writer, width int) error {
 		header = slices.Insert(slices.Clone(Header), len(Header)-1, "LABELS")
 	}
 	copy(t.cells, header)
-	if t.age >= time.Second {
-		t.cells[slices.Index(header, "RSS")] = "RSS (" + strconv.Itoa(int(t.age/time.Second)) + "s ago)"
-	}
 	cols, cells := t.cols, t.cells
 	// Every column but WHY is as wide as its widest cell plus the padding;
 	// WHY starts where they end.
