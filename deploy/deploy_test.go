@@ -19,6 +19,7 @@ import (
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/metrics"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // tool runs a command with a deadline and returns its combined output.
@@ -67,7 +68,7 @@ func tendStopBudget(stopGrace, turnGrace time.Duration) time.Duration {
 func TestSystemdUnitVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze not installed (Debian package systemd; .ci/run installs it)")
+		testutil.Missing(t, "systemd-analyze not installed (Debian package systemd; .ci/run installs it)")
 	}
 	b, err := os.ReadFile("systemd/tend.service")
 	if err != nil {
@@ -219,7 +220,7 @@ func TestDockerExample(t *testing.T) {
 func TestPrometheusRules(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
+		testutil.Missing(t, "promtool not installed (Debian package prometheus; .ci/run installs it)")
 	}
 	for _, args := range [][]string{
 		{"check", "rules", "tend-rules.yaml"},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Helpers of the end-to-end tests that drive the real binary: a verb run
@@ -130,7 +131,7 @@ func (g gates) openAll(names ...string) {
 func needSystemdNotify(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("systemd-notify"); err != nil {
-		t.Skip("systemd-notify is missing (apt-get install systemd; .ci/run does)")
+		testutil.Missing(t, "systemd-notify is missing (apt-get install systemd; .ci/run does)")
 	}
 }
 

@@ -131,7 +131,7 @@ func bootSystemd(t *testing.T) *systemd {
 	}
 	for _, tool := range []string{"unshare", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
+			testutil.Missing(t, "%s not installed: %v", tool, err)
 		}
 	}
 	sd := &systemd{work: t.TempDir(), cg: testutil.CgroupDir(t)}

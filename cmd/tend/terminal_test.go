@@ -101,12 +101,12 @@ command = ["sleep", "100000"]
 		return strings.Contains(log(), "tty")
 	})
 	if strings.Contains(log(), "unknown key") {
-		t.Skipf("this daemon has no terminals yet (the core of terminal agents has not landed): %s", log())
+		t.Fatalf("the daemon does not know tty: %s", log())
 	}
 	waitRunning(t, c, "shell:0", "once:0", "twice:0", "worker:0")
 	var apiErr *client.APIError
 	if _, err := c.Screen("shell:0", false); errors.As(err, &apiErr) && apiErr.Status == 501 {
-		t.Skip("this daemon serves no terminals yet (the core of terminal agents has not landed)")
+		t.Fatalf("the daemon serves no terminals: %v", err)
 	}
 	return tend, conf, c
 }

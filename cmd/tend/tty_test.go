@@ -60,9 +60,7 @@ wedge_restart_grace = "1s"
 // terminals outlive it (the keeper holds them), the next daemon adopts
 // them, and tend down leaves nothing, the keeper included.
 func TestTerminalProgramsEndToEnd(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
-	}
+	testutil.NeedTool(t, "python3")
 	cg := testutil.CgroupDir(t)
 	dir := t.TempDir()
 	tend := tendBinary(t)

@@ -56,9 +56,7 @@ var tendBin = func() func(t *testing.T) string {
 // new pairs), and runs tend up there with tend on PATH.
 func up(t *testing.T, example string, edits ...string) *fleet {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is missing")
-	}
+	testutil.NeedTool(t, "python3")
 	bin := tendBin(t)
 	root, err := os.MkdirTemp("", "tendex")
 	if err != nil {
@@ -118,9 +116,6 @@ func up(t *testing.T, example string, edits ...string) *fleet {
 		}
 		select {
 		case <-exited:
-			if strings.Contains(out.String(), "tty") {
-				t.Skipf("this daemon has no terminals yet (the core of terminal agents has not landed):\n%s", out.String())
-			}
 			t.Fatalf("tend up ended:\n%s", out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -131,7 +126,7 @@ func up(t *testing.T, example string, edits ...string) *fleet {
 	return f
 }
 
-// needTerminals skips the test when the daemon serves no terminals (its
+// needTerminals waits for id to run and fails when the daemon serves no terminals (its
 // screen route answers 501).
 func (f *fleet) needTerminals(t *testing.T, id string) {
 	t.Helper()
@@ -141,7 +136,7 @@ func (f *fleet) needTerminals(t *testing.T, id string) {
 		return err == nil && st.State == program.StateRunning
 	})
 	if _, err := f.c.Screen(id, false); errors.As(err, &apiErr) && apiErr.Status == 501 {
-		t.Skip("this daemon serves no terminals yet (the core of terminal agents has not landed)")
+		t.Fatalf("the daemon serves no terminals: %v", err)
 	}
 }
 

@@ -84,9 +84,7 @@ command = ["sleep", "1000"]
 // log as text and as bytes, the status's tty object, and the refusals of
 // the terminal verbs.
 func TestTerminalsOfADaemon(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	testutil.NeedTool(t, "bash")
 	dir := t.TempDir()
 	c, d, _ := startDaemonSeen(t, dir, shellConf)
 	waitScreen(t, d, "sh:0", "tend$")

@@ -55,7 +55,7 @@ const rowIDs = `[...document.querySelectorAll('#rows [role=row]')].map(r => r.da
 
 func TestDashboardInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
+		testutil.Missing(t, "no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
 	}
 	if testing.Short() {
 		t.Skip("builds tend and starts a browser")

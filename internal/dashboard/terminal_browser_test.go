@@ -29,7 +29,7 @@ const termRows = `(document.querySelector('#d-term .xterm-rows')?.textContent ||
 
 func TestDashboardTerminalInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
+		testutil.Missing(t, "no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
 	}
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -183,7 +183,7 @@ agent = true
 // python3 and its answer comes back onto the page.
 func TestDashboardTerminalRealDaemon(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
+		testutil.Missing(t, "no browser at %s (CI installs Debian's chromium package: apt-get install chromium)", chromiumPath)
 	}
 	if testing.Short() {
 		t.Skip("builds tend and starts a browser")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // TestPromtoolCheckMetrics runs the real `promtool check metrics` (Debian
@@ -16,7 +18,7 @@ import (
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (apt-get install prometheus); TestScrapePassesPromlint runs the same lint in process")
+		testutil.Missing(t, "promtool not installed (apt-get install prometheus); TestScrapePassesPromlint runs the same lint in process")
 	}
 	m := New(fakeSource(fleet()))
 	m.ObserveExitDetection(200 * time.Microsecond)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // systemdNotify returns the path of the real systemd-notify binary.
@@ -16,7 +18,7 @@ func systemdNotify(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("systemd-notify")
 	if err != nil {
-		t.Skip("systemd-notify not installed (Debian package systemd); CI installs it")
+		testutil.Missing(t, "systemd-notify not installed (Debian package systemd); CI installs it")
 	}
 	return bin
 }
@@ -89,7 +91,7 @@ s.sendall("READY=1\nSTATUS=from python\n".encode())
 func TestPythonSdnotify(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not installed")
+		testutil.Missing(t, "python3 not installed")
 	}
 	s, ch := listen(t, sockPath(t), Options{})
 	run(t, s.Addr(), nil, py, "-c", pythonSdnotify)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Fake children: the test binary re-executed with TEND_FAKE_CHILD set plays a
@@ -127,7 +128,7 @@ func newHealthHarness(t *testing.T) *harness {
 
 func TestSystemdNotifyReadyStatusAndBarrier(t *testing.T) {
 	if _, err := exec.LookPath("systemd-notify"); err != nil {
-		t.Skip("systemd-notify is not installed (Debian package systemd; .ci/run installs it)")
+		testutil.Missing(t, "systemd-notify is not installed (Debian package systemd; .ci/run installs it)")
 	}
 	h := newHealthHarness(t)
 	s := spec("ready", "/bin/sh", "-c", `sleep 0.3; systemd-notify --ready --status="waiting for work" && echo notified; exec sleep 1000`)
@@ -327,7 +328,7 @@ func TestRunsAsAnotherUser(t *testing.T) {
 		t.Skip("running as another user needs root")
 	}
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
+		testutil.Missing(t, "useradd is not installed")
 	}
 	name := fmt.Sprintf("tendtest%d", os.Getpid()%100000)
 	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestRestartWithWaitReturnsOnceTheNewRunRuns(t *testing.T) {
@@ -117,7 +118,7 @@ func TestZeroDelayRestartsStayStoppable(t *testing.T) {
 
 func TestRestartWaitFailsWhenTheNewRunNeverGetsReady(t *testing.T) {
 	if _, err := exec.LookPath("systemd-notify"); err != nil {
-		t.Skip("systemd-notify not installed (CI installs systemd)")
+		testutil.Missing(t, "systemd-notify not installed (CI installs systemd)")
 	}
 	h := newHealthHarness(t)
 	s := spec("flaky", "/bin/sh", "-c", `if [ -e "$0" ]; then exit 3; fi; touch "$0"; systemd-notify --ready; exec sleep 1000`, t.TempDir()+"/once")

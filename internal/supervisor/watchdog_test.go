@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // A client that asks go-systemd's SdWatchdogEnabled before it beats (as
@@ -43,7 +44,7 @@ func TestCarefulClientBeatsUnderWatchdog(t *testing.T) {
 // `watchdog` key: a run that then goes silent is wedge-restarted.
 func TestWatchdogUSecArmsWithoutWatchdogKey(t *testing.T) {
 	if _, err := exec.LookPath("systemd-notify"); err != nil {
-		t.Skip("systemd-notify is not installed (Debian package systemd; .ci/run installs it)")
+		testutil.Missing(t, "systemd-notify is not installed (Debian package systemd; .ci/run installs it)")
 	}
 	h := newHealthHarness(t)
 	s := spec("arms", "/bin/sh", "-c", `systemd-notify WATCHDOG_USEC=700000 && echo armed; exec sleep 1000`)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // Real programs under our terminal and under tmux, driven by the same
@@ -38,8 +40,7 @@ func lookPath(t *testing.T, name string) string {
 			return p
 		}
 	}
-	t.Skipf("%s is not installed", name)
-	return ""
+	return testutil.NeedTool(t, name)
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // The oracle: Debian's tmux, a terminal emulator no one here wrote. A
@@ -42,9 +44,7 @@ func tmuxEnv(dir string) []string {
 
 func newTmux(t *testing.T) *tmuxServer {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
-	}
+	testutil.NeedTool(t, "tmux")
 	m := &tmuxServer{t: t, sock: fmt.Sprintf("tend-test-%d", tmuxSeq.Add(1)), dir: t.TempDir()}
 	t.Cleanup(func() {
 		// Only this test's server, by its socket.
