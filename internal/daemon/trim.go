@@ -17,7 +17,11 @@ import (
 // burst). An idle daemon is never woken for this.
 const (
 	trimAfter  = 2 * time.Second
-	trimExcess = 4 << 20 // held beyond the live heap (and beyond half of it) worth handing back
+	trimExcess = 4 << 20 // held beyond the live heap (and beyond an eighth of it) worth handing back
+	// trimShare is under the memory limit's headroom (memlimit.go: a fifth
+	// of the live heap): a heap held at the limit after a burst is trimmed
+	// once quiet, not kept up to that headroom for good.
+	trimShare = 8
 )
 
 // shouldTrim decides from the heap held (objects live or dead, and free
@@ -29,7 +33,7 @@ func shouldTrim(held, live uint64) bool {
 		return false
 	}
 	excess := held - live
-	return excess >= trimExcess && excess >= live/2
+	return excess >= trimExcess && excess >= live/trimShare
 }
 
 // trimmer runs trim once the pokes stop for trimAfter. Its timer is safe
