@@ -242,6 +242,10 @@ func TestBadInputNumbers(t *testing.T) {
 		{"/v1/logs/web:0?tail=99999999999999999999", "", 400, ""},
 		{"/v1/logs/web:0?tail=-5", "", 400, ""},
 		{"/v1/logs/web:0?tail=0", "", 200, ""},
+		{"/v1/logs/web:0?resume=web:0/1/0", "", 400, ""}, // resume is for a follow
+		{"/v1/logs/web:0?follow=1&resume=web:0/x/0", "", 400, ""},
+		{"/v1/logs/web:0?follow=1&resume=web:0/1/-2", "", 400, ""},
+		{"/v1/logs/web:0?follow=1&resume=,", "", 400, ""},
 		{"/v1/events?since=-1", "application/json", 400, ""},
 		{"/v1/events?since=-1", "text/event-stream", 400, ""},
 		{"/v1/events?since=18446744073709551616", "application/json", 400, ""},

@@ -113,6 +113,20 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var resumed *logfile.Cursor
+	if mark := r.URL.Query().Get("resume"); mark != "" {
+		if !lr.follow {
+			return badRequest("resume: only with follow=1")
+		}
+		if resumed, err = logfile.Resume(srcs, mark, lr.q.Stderr); err != nil {
+			return badRequest("resume: " + err.Error())
+		}
+	}
+	if lr.follow {
+		// Where the follow stopped, if an upgrade in place ended it: the
+		// client resumes from there on the new daemon (resume=MARK).
+		w.Header().Set("Trailer", LogMarkTrailer)
+	}
 	if lr.json {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	} else {
@@ -126,6 +140,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		// terminal is one): read more of them, and keep the last lines.
 		lw.keep = true
 		lr.q.Tail = min(lr.tail*ttyRecordsPerLine, maxTail)
+	}
+	if resumed != nil {
+		defer resumed.Close()
+		return s.followLogs(w, r, lw, resumed)
 	}
 	cur, err := logfile.Read(srcs, lr.q, lw.line)
 	if err == nil {
@@ -146,13 +164,18 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if !lr.follow {
 		return nil
 	}
-	return s.followLogs(r, lw, cur)
+	return s.followLogs(w, r, lw, cur)
 }
+
+// LogMarkTrailer is the trailer of a followed log's answer that an upgrade
+// in place ended: where it stopped (logfile's mark), for resume=.
+const LogMarkTrailer = "Tend-Log-Mark"
 
 // followLogs sends every new line until the client or the server goes
 // away: woken by the daemon's writers, and polling for logs that are
-// written elsewhere.
-func (s *Server) followLogs(r *http.Request, lw *lineWriter, cur *logfile.Cursor) error {
+// written elsewhere. An upgrade in place ends it with the mark to resume
+// from in the trailer.
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, lw *lineWriter, cur *logfile.Cursor) error {
 	wake, cut := cur.C(), s.streamsCut()
 	tick := time.NewTicker(s.poll)
 	defer tick.Stop()
@@ -163,7 +186,12 @@ func (s *Server) followLogs(r *http.Request, lw *lineWriter, cur *logfile.Cursor
 		case <-s.done:
 			return nil
 		case <-cut:
-			return nil // paused for an upgrade: the client resumes from the new daemon
+			// Paused for an upgrade: the client resumes from the new
+			// daemon. A terminal's unfinished line is sent as it is.
+			if lw.endText() == nil && lw.flush() == nil {
+				w.Header().Set(LogMarkTrailer, cur.Mark())
+			}
+			return nil
 		case <-wake:
 		case <-tick.C:
 		}

@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -26,7 +28,9 @@ type LogOptions struct {
 // Logs writes the captured output of the instances sel names (NAME:K, NAME
 // or all) to w: with more than one, merged in time order and each line
 // prefixed "NAME:K | ". With Follow it goes on writing new lines until ctx
-// ends (then it returns nil) or the daemon goes away.
+// ends (then it returns nil) or the daemon goes away; an upgrade in place
+// of the daemon does not end it: it goes on from where it was on the new
+// daemon, as Follow of events does.
 func (c *Client) Logs(ctx context.Context, sel string, o LogOptions, w io.Writer) error {
 	q := url.Values{}
 	if o.Tail >= 0 {
@@ -47,14 +51,51 @@ func (c *Client) Logs(ctx context.Context, sel string, o LogOptions, w io.Writer
 	if o.JSON {
 		h = http.Header{"Accept": {"application/json"}}
 	}
+	backoff := followBackoffMin
+	for {
+		mark, answered, err := c.logsOnce(ctx, sel, q, h, w)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case mark == "" && (answered || q.Get("resume") == ""):
+			return err // the answer's end, or no daemon to begin with
+		case mark != "":
+			q.Set("resume", mark) // from where it stopped, not a tail again
+			q.Del("tail")
+			q.Del("since")
+			backoff = followBackoffMin
+			continue
+		}
+		// Resuming, and the new daemon did not answer yet: again, as
+		// Follow does, unless it refused the request.
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.Status < 500 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, followBackoffMax)
+	}
+}
+
+// logMarkTrailer is the trailer in which the daemon says where a followed
+// log stopped when an upgrade in place ended it.
+const logMarkTrailer = "Tend-Log-Mark"
+
+// logsOnce is one request of Logs: it copies the answer to w and returns
+// the mark to resume from, if the daemon ended it for an upgrade, and
+// whether the daemon answered the request (with lines, not an error).
+func (c *Client) logsOnce(ctx context.Context, sel string, q url.Values, h http.Header, w io.Writer) (mark string, answered bool, err error) {
 	resp, err := c.do(ctx, "GET", "/v1/logs/"+url.PathEscape(sel), q, nil, h)
 	if err != nil {
-		return err
+		return "", false, err
 	}
 	defer resp.Body.Close()
-	_, err = io.Copy(w, resp.Body)
-	if ctx.Err() != nil {
-		return nil
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return "", true, err
 	}
-	return err
+	return resp.Trailer.Get(logMarkTrailer), true, nil
 }

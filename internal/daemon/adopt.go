@@ -29,11 +29,12 @@ func (d *daemon) openRuns() error {
 	var live []runs.Record
 	adopt := map[string]supervisor.Adoption{}
 	for _, r := range loaded.Records {
-		if ended(r.PID, r.StartTicks) {
-			continue
-		}
-		live = append(live, r)
+		// An ended run is offered too: its instance counts its end (and
+		// does not start it again as if nothing had happened).
 		adopt[r.ID] = supervisor.Adoption{PID: r.PID, StartTicks: r.StartTicks, Run: r.Run, StartedAt: r.StartedAt}
+		if !ended(r.PID, r.StartTicks) {
+			live = append(live, r)
+		}
 	}
 	d.mgr.SetAdoptions(adopt)
 	d.runs = runs.Open(d.state.Root, live)
@@ -79,7 +80,9 @@ func (d *daemon) settleAdoptions() {
 	later := map[string]supervisor.Adoption{}
 	for id, a := range d.mgr.Unclaimed() {
 		if name, _, ok := program.SplitID(id); ok && d.kept.LeaveAlone(name) {
-			d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
+			if !ended(a.PID, a.StartTicks) {
+				d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
+			}
 			later[id] = a
 			continue
 		}

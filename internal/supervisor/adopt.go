@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/restart"
 )
 
 // Adoption is a run an earlier daemon started and left running.
@@ -20,7 +22,8 @@ type Adoption struct {
 
 // SetAdoptions hands the manager the runs to adopt, by instance id: an
 // instance created for one of those ids takes over the run instead of
-// starting a new one. It returns nothing; Adopted says how it went.
+// starting a new one (or, if the run has ended, counts its end). It
+// returns nothing; Adopted says how it went.
 func (m *Manager) SetAdoptions(a map[string]Adoption) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,8 +58,9 @@ func (m *Manager) claimLocked(id string) (Adoption, bool) {
 
 // adoptRun takes over a recorded run: the reaper watches it through a pidfd
 // (after checking it is still the recorded process), its output FIFO is
-// read again, and its watchdogs start over. False if it cannot be verified:
-// then it is left alone, never signalled, and the instance starts afresh.
+// read again, and its watchdogs start over. False if it cannot be verified
+// (it has ended, or its pid names another process now): then it is left
+// alone, never signalled, and endOver counts its end.
 func (in *Instance) adoptRun(a Adoption) bool {
 	err := in.deps.Reaper.Adopt(a.PID, a.StartTicks, in.putExit)
 	if err != nil {
@@ -92,4 +96,26 @@ func (in *Instance) record() {
 	} else {
 		in.deps.Record(in.id, 0, 0, time.Time{})
 	}
+}
+
+// endOver counts the end of a recorded run that was over before this
+// daemon could hold it (it died while no daemon watched): as an adopted
+// run's end, with the status unknown, after which the restart policy
+// decides. It is never started again as if nothing had happened. stopped
+// says the operator had stopped it: then it stays stopped. It returns
+// what the instance does first: nothing, the policy has decided.
+func (in *Instance) endOver(a Adoption, stopped bool) first {
+	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt, adopted: true}
+	if stopped {
+		in.cur.intent = restart.IntentStop
+	}
+	in.state = program.StateRunning
+	st := reaper.Status{PID: a.PID, Adopted: true, At: time.Now()}
+	// With cgroups, what the run left in its group is killed first, as
+	// for any run's end (the group holds this instance's runs alone).
+	// Without, nothing is: its pid may be another process's now.
+	if in.group == nil || in.drain(st) {
+		in.finish(st)
+	}
+	return firstNothing
 }

@@ -138,12 +138,20 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 		}
 		a, adopt := m.claimLocked(in.id)
 		l, carried := m.claimLiveLocked(in.id)
-		if adopt && !carried && in.adoptRun(a) {
-			in.adopted = true
-			m.adopted++
+		over := false // its recorded run has ended: counted below, once restored
+		if adopt && !carried {
+			if in.adoptRun(a) {
+				in.adopted = true
+				m.adopted++
+			} else {
+				over, in.runs = true, a.Run
+			}
 		}
 		r, ok := m.claimIntentLocked(in.id)
-		first := in.restore(r, ok, in.adopted || carried && l.Run != nil)
+		first := in.restore(r, ok, in.adopted || over || carried && l.Run != nil)
+		if over {
+			first = in.endOver(a, first == firstStop)
+		}
 		if carried { // an upgrade handed it over as it was: it goes on from there
 			first = firstNothing
 			if in.takeOver(l, m.carried.Take) {
