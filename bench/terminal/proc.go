@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
 )
 
 // Memory is a process's memory and descriptors at one moment.
@@ -135,4 +137,43 @@ func keeperOf(dir string) int {
 		}
 	}
 	return 0
+}
+
+// procCPU is a process's utime+stime from /proc/PID/stat (its threads'
+// together, those that have exited included), or 0 if it is gone or pid
+// is 0.
+func procCPU(pid int) time.Duration {
+	f := statFields(pid)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * measure.Tick
+}
+
+// procState is a process's state letter (R, S, Z...), or 0 if it is gone.
+func procState(pid int) byte {
+	if f := statFields(pid); len(f) > 0 && f[0] != "" {
+		return f[0][0]
+	}
+	return 0
+}
+
+// statFields are the fields of /proc/PID/stat after PID (COMM), whatever
+// COMM holds: the state first, utime and stime 12th and 13th; nil if the
+// process is gone or pid is 0.
+func statFields(pid int) []string {
+	if pid == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
 }

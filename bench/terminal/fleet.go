@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tend-sh/tend/bench/internal/measure"
+	"github.com/tend-sh/tend/internal/terminal"
+)
+
+// Fleet is one daemon's figures with N runs.
+type Fleet struct {
+	Start      measure.Ms `json:"start_ms"`      // tend up exec'd until every run runs
+	Daemon     Memory     `json:"daemon"`        // after the fleet settled
+	DaemonIdle measure.Ms `json:"daemon_cpu_ms"` // CPU over the idle window
+	Keeper     *Memory    `json:"keeper,omitempty"`
+	KeeperIdle measure.Ms `json:"keeper_cpu_ms,omitempty"`
+	Down       measure.Ms `json:"down_ms"`     // tend down until the daemon exited
+	Left       int        `json:"left_behind"` // processes found after tend down (must be 0)
+}
+
+// InProc is the heap of terminals made in this process.
+type InProc struct {
+	ScreenHeap   int64 `json:"screen_heap_bytes"`   // per 120x40 screen with the prompt drawn
+	TerminalHeap int64 `json:"terminal_heap_bytes"` // per terminal (pty, screen, epoll watch), the prompt drawn
+	Goroutines   int   `json:"terminal_goroutines"` // added by N terminals
+}
+
+const prompt = `printf '> '; exec sleep 100000`
+
+// fleet starts a daemon with n runs of the prompt, with or without tty, and
+// measures it; with reads, it also times the screen reads of the tty fleet
+// (after the idle window, which they would disturb).
+func fleet(ctx context.Context, bin, dir string, o options, tty bool) (Fleet, *ScreenReads, string, error) {
+	var f Fleet
+	cfg := fmt.Sprintf("[program.p]\nshell = %q\ninstances = %d\ntty = %v\nstop_grace = \"2s\"\n", prompt, o.n, tty)
+	d, err := startDaemon(bin, dir, cfg)
+	if err != nil {
+		return f, nil, "", err
+	}
+	defer func() {
+		d.kill()
+		killOrphans()
+	}()
+	ids, tracking, err := d.waitRunning(ctx, o.n, 5*time.Minute)
+	if err != nil {
+		return f, nil, "", err
+	}
+	f.Start = measure.NewMs(time.Since(d.t0))
+	if err := measure.Sleep(ctx, o.settle); err != nil {
+		return f, nil, "", err
+	}
+	keeper := 0
+	if tty {
+		if keeper = d.keeper(); keeper == 0 {
+			return f, nil, "", errors.New("no keeper")
+		}
+	}
+	d0, k0 := cpuTime(d.pid()), cpuTime(keeper)
+	if err := measure.Sleep(ctx, o.idle); err != nil {
+		return f, nil, "", err
+	}
+	f.DaemonIdle = measure.NewMs(cpuTime(d.pid()) - d0)
+	if f.Daemon, err = readMemory(d.pid()); err != nil {
+		return f, nil, "", err
+	}
+	if keeper != 0 {
+		f.KeeperIdle = measure.NewMs(cpuTime(keeper) - k0)
+		m, err := readMemory(keeper)
+		if err != nil {
+			return f, nil, "", err
+		}
+		f.Keeper = &m
+	}
+	var reads *ScreenReads
+	if tty {
+		if reads, err = screenReads(ctx, d, ids, o); err != nil {
+			return f, nil, "", fmt.Errorf("screen reads: %w", err)
+		}
+	}
+	down, err := d.down()
+	if err != nil {
+		return f, nil, "", err
+	}
+	f.Down = measure.NewMs(down)
+	time.Sleep(200 * time.Millisecond)
+	f.Left = killOrphans()
+	if keeper != 0 && syscall.Kill(keeper, 0) == nil {
+		f.Left++
+	}
+	return f, reads, tracking, nil
+}
+
+// inProcess measures the heap of n screens, then of n terminals, each with
+// the prompt drawn.
+func inProcess(n int) (InProc, error) {
+	var r InProc
+	heap := func() int64 {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	h0 := heap()
+	screens := make([]*terminal.Screen, n)
+	for i := range screens {
+		screens[i] = terminal.NewScreen(terminal.DefaultSize)
+		screens[i].Feed([]byte("> "))
+	}
+	r.ScreenHeap = (heap() - h0) / int64(n)
+	runtime.KeepAlive(screens)
+	screens = nil
+
+	terms := make([]*terminal.Terminal, 0, n)
+	slaves := make([]*os.File, 0, n)
+	defer func() {
+		for _, t := range terms {
+			t.Close()
+		}
+		for _, s := range slaves {
+			s.Close()
+		}
+	}()
+	if t, s, err := terminal.Open(terminal.Options{}); err == nil { // the epoll loops exist before the baseline
+		t.Close()
+		s.Close()
+	}
+	h0, g0 := heap(), runtime.NumGoroutine()
+	for range n {
+		t, s, err := terminal.Open(terminal.Options{})
+		if err != nil {
+			return r, err
+		}
+		terms, slaves = append(terms, t), append(slaves, s)
+		if _, err := s.Write([]byte("> ")); err != nil {
+			return r, err
+		}
+	}
+	for _, t := range terms { // every prompt read and drawn
+		for !strings.HasPrefix(t.Text(), ">") {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	r.TerminalHeap = (heap() - h0) / int64(n)
+	r.Goroutines = runtime.NumGoroutine() - g0
+	return r, nil
+}
+
+// fleetDir is where a fleet's config and state directory go.
+func fleetDir(work string, tty bool) string {
+	return filepath.Join(work, map[bool]string{false: "plain", true: "tty"}[tty])
+}
