@@ -95,7 +95,7 @@ func main() {
 	flag.IntVar(&o.requests, "requests", 50, "timed GET /v1/status listings per plain fleet")
 	flag.IntVar(&o.cliRuns, "cli", 20, "timed execs of tend ps and of tend status ID (and of a Go hello world) per plain fleet")
 	flag.IntVar(&o.cold, "cold", 5, "cold GET /v1/status and tend ps per plain fleet, each the first request after -cold-gap")
-	flag.DurationVar(&o.coldGap, "cold-gap", 2*time.Second, "quiet before each cold request (the daemon reuses process samples up to 1s old)")
+	flag.DurationVar(&o.coldGap, "cold-gap", 2*time.Second, "quiet before each cold request (a listing answers from samples taken after the last one, up to 10s old)")
 	flag.IntVar(&o.loadRuns, "loads", 5, "timed config loads per shape")
 	flag.IntVar(&o.sweeps, "sweeps", 20, "timed sweeps of the groups' memory files")
 	flag.IntVar(&o.kills, "kills", 100, "SIGKILLs per fan-out round; 0 = no event daemon")

@@ -394,9 +394,11 @@ func writeDetails(w io.Writer, runs []Results) {
 - CPU is /proc/PID/task/*/schedstat run time summed over the daemon's threads.
 - descriptors per running instance is all the daemon's open descriptors,
   in every descriptor table (fixed ones included), over the instances running.
-- cold: each request the first after -cold-gap without one (the daemon reuses
-  process samples up to 1 s old), GET /v1/status and tend ps alternating, the
-  first right after the idle window; warm: back to back, after warm-ups.
+- cold: each request the first after -cold-gap without one, GET /v1/status
+  and tend ps alternating, the first right after the idle window (a listing
+  answers from process samples up to 10 s old and takes them again after its
+  answer, docs/status.md: the first after the idle window samples itself);
+  warm: back to back, after warm-ups.
 - daemon PSS, peak: the largest of /proc/PID/smaps_rollup read every
   memory_every_ms from tend up until tend down (start, rest and listings);
   at rest: read once at the end of the idle window.

@@ -33,15 +33,16 @@ type stubBackend struct {
 	restarts []string
 }
 
-func (b *stubBackend) List(bool, program.LabelSelector) []program.Status {
-	return []program.Status{{ID: "web:0", Program: "web", State: program.StateRunning}}
+func (b *stubBackend) List(bool, program.LabelSelector) (Statuses, func()) {
+	return StatusSlice{{ID: "web:0", Program: "web", State: program.StateRunning}}, func() {}
 }
 
 func (b *stubBackend) Status(sel string, _ program.LabelSelector) ([]program.Status, error) {
 	if sel != "web:0" && sel != "web" && sel != "all" {
 		return nil, program.ErrNotFound
 	}
-	return b.List(false, nil), nil
+	list, _ := b.List(false, nil)
+	return list.(StatusSlice), nil
 }
 
 func (b *stubBackend) Restart(_ context.Context, sel string, _ program.ActOptions) (program.ActResult, error) {

@@ -15,8 +15,11 @@ import (
 type Backend interface {
 	// List returns one consistent snapshot of every instance, sorted by id;
 	// agentsOnly keeps the agents, and labels those whose program has
-	// every one of them (an empty selector keeps all).
-	List(agentsOnly bool, labels program.LabelSelector) []program.Status
+	// every one of them (an empty selector keeps all). Its process figures
+	// may come from samples a few seconds old (each status's sampled_at);
+	// written is to be called once the answer is written (the list is not
+	// used after it), and refreshes them for the next call.
+	List(agentsOnly bool, labels program.LabelSelector) (list Statuses, written func())
 	// Status returns the instances a selector names, sorted: one for
 	// "name:k", every instance of a bare name, every instance for "all";
 	// of those, the ones labels match.
@@ -75,6 +78,24 @@ type Backend interface {
 	// Doctor summarises the audit log of the last `since`.
 	Doctor(since time.Duration) (*program.DoctorReport, error)
 }
+
+// Statuses is a listing: one consistent snapshot of instances whose
+// statuses are derived one at a time, as the answer is written, so that a
+// listing of ten thousand need not hold them all. Status may be called
+// from several goroutines at once.
+type Statuses interface {
+	Len() int
+	Status(i int) program.Status
+}
+
+// StatusSlice is the Statuses of statuses at hand.
+type StatusSlice []program.Status
+
+// Len is how many statuses there are.
+func (s StatusSlice) Len() int { return len(s) }
+
+// Status is the i-th.
+func (s StatusSlice) Status(i int) program.Status { return s[i] }
 
 // Hold is a hold on a program's log files (Backend.Hold).
 type Hold interface {

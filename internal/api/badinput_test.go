@@ -134,7 +134,7 @@ func TestBadInputUTF8(t *testing.T) {
 		code, answer := f.do(t, "POST", "/v1/programs", body)
 		wantJSONError(t, fmt.Sprintf("POST %q", body), code, answer, http.StatusBadRequest)
 	}
-	if ids := b.List(false, nil); len(ids) != 3 {
+	if ids, _ := b.List(false, nil); ids.Len() != 3 {
 		t.Errorf("bad bodies added programs: %v", ids)
 	}
 	for _, req := range [][2]string{

@@ -48,31 +48,40 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list := s.b.List(agents, labels)
-	if list == nil {
-		list = []program.Status{}
+	view, width, cols, err := viewParams(r)
+	if err != nil {
+		return err
 	}
-	switch view := r.URL.Query().Get("view"); view {
-	case "", "full":
-		writeJSONList(w, http.StatusOK, list)
-	case "table":
-		width, err := intParam(r, "width", 120)
-		if err == nil && (width < 1 || width > maxTableWidth) {
-			err = badRequest(fmt.Sprintf("width=%d: want 1 to %d", width, maxTableWidth))
-		}
-		if err != nil {
-			return err
-		}
-		cols, err := columnsParam(r)
-		if err != nil {
-			return err
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		return human.TableWith(w, list, width, cols)
-	default:
-		return badRequest(fmt.Sprintf("view=%q: want full or table", view))
+	list, written := s.b.List(agents, labels)
+	// The list's process samples are refreshed once the answer is out (the
+	// call only starts that): the next listing finds them fresh.
+	defer written()
+	if view == "table" {
+		return writeTable(w, list, width, cols)
 	}
+	writeStatuses(w, http.StatusOK, list)
 	return nil
+}
+
+// viewParams reads a listing's ?view= (full or table) and, for a table,
+// its ?width= and columns.
+func viewParams(r *http.Request) (view string, width int, cols human.TableOptions, err error) {
+	switch view = r.URL.Query().Get("view"); view {
+	case "", "full":
+		return "full", 0, cols, nil
+	case "table":
+	default:
+		return "", 0, cols, badRequest(fmt.Sprintf("view=%q: want full or table", view))
+	}
+	width, err = intParam(r, "width", 120)
+	if err == nil && (width < 1 || width > maxTableWidth) {
+		err = badRequest(fmt.Sprintf("width=%d: want 1 to %d", width, maxTableWidth))
+	}
+	if err != nil {
+		return "", 0, cols, err
+	}
+	cols, err = columnsParam(r)
+	return view, width, cols, err
 }
 
 // maxTableWidth bounds ?width= of the table view: wider than any terminal.

@@ -29,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tend-sh/tend/internal/parallel"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -44,10 +43,14 @@ type Tree interface {
 }
 
 // How fresh a process tree must be: a single status reads it anew, a list of
-// a thousand (or an announcement) may reuse samples up to a second old.
+// a thousand (or an announcement) may reuse samples up to a second old, and
+// a listing answered before its refresh (Listing) samples up to listStale
+// old: a poller slower than once a second must not pay a full sampling of
+// the fleet on every call.
 const (
 	statusTreeAge = 0
 	listTreeAge   = time.Second
+	listStale     = 10 * time.Second
 )
 
 // Interval is the least time between two status_changed of one instance.
@@ -69,10 +72,14 @@ type Broker struct {
 	order   []*entry            // entries by program then instance; nil: to be sorted again
 	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
 	due     map[*entry]struct{} // entries with a change not announced yet
+
+	refresher refresher // samples again after a Listing's answer
 }
 
 type entry struct {
-	snap program.Snapshot
+	// snap is never changed once stored (Update stores a new one): a
+	// listing copies pointers under the lock and reads them after.
+	snap *program.Snapshot
 	seen changeKey // what the last status_changed (or registration) said
 	last time.Time // when the last status_changed of it was published
 	gone bool      // forgotten: a pending announcement is dropped
@@ -118,26 +125,48 @@ func New(publish func(program.Event), now func() time.Time, tree Tree) *Broker {
 		entries: map[string]*entry{}, agents: map[string]*entry{}, due: map[*entry]struct{}{}}
 }
 
-// derive is Derive plus the run's processes: from the snapshot's Members
-// (its cgroup) when it has them, else from the leader's process tree.
-func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
-	st := Derive(s, now)
+// derive is Derive plus the run's processes, sampled as of now or reused
+// from a sample of this run less than maxAge older. State, pid and
+// lifecycle are always the snapshot's: only the processes may be older.
+func (b *Broker) derive(s *program.Snapshot, now time.Time, maxAge time.Duration) program.Status {
+	st := Derive(*s, now)
 	if st.PID == nil {
 		return st
 	}
-	switch {
-	case s.Members != nil:
-		m := s.Members(now, maxAge)
-		if len(m.Procs) > 0 {
-			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
-			st.PeakRSS = max(st.PeakRSS, m.Peak)
-		}
-	case b.tree != nil:
-		if m := b.tree.Members(*st.PID, maxAge); len(m.Procs) > 0 {
-			st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
-		}
+	run := liveRun{*st.PID, s.Members}
+	m, ok := b.sample(run, now, maxAge)
+	if ok && maxAge > 0 && m.At.Before(st.StartedAt.Time) {
+		// Taken before this run began: an earlier run's (the instance's
+		// last, or its leader pid's previous holder). Never shown as this
+		// run's: read it now.
+		m, ok = b.sample(run, now, 0)
+	}
+	if ok && len(m.Procs) > 0 {
+		st.Processes, st.Tracking, st.RSSBytes, st.Truncated = m.Procs, m.Tracking, m.RSS, m.Truncated
+		st.PeakRSS = max(st.PeakRSS, m.Peak)
+		st.SampledAt = program.Time{Time: m.At}
 	}
 	return st
+}
+
+// liveRun is what sampling a run needs: its leader, and its snapshot's
+// Members (nil: the broker walks the leader's process tree).
+type liveRun struct {
+	pid     int
+	members func(asOf time.Time, maxAge time.Duration) program.Members
+}
+
+// sample reads a live run's processes: from its cgroup when the snapshot
+// has Members, else from the leader's process tree. false: nothing to read
+// them with.
+func (b *Broker) sample(r liveRun, asOf time.Time, maxAge time.Duration) (program.Members, bool) {
+	switch {
+	case r.members != nil:
+		return r.members(asOf, maxAge), true
+	case b.tree != nil:
+		return b.tree.Members(r.pid, maxAge), true
+	}
+	return program.Members{}, false
 }
 
 // Update records an instance's latest snapshot, registering it on first
@@ -145,10 +174,11 @@ func (b *Broker) derive(s program.Snapshot, now time.Time, maxAge time.Duration)
 // about changed. It does no I/O and never waits for Run.
 func (b *Broker) Update(s program.Snapshot) {
 	k := quickKey(&s, b.now())
+	snap := &s // moved to the heap: one allocation per change, none per listing
 	b.mu.Lock()
 	e, ok := b.entries[s.Status.ID]
 	if !ok {
-		e = &entry{snap: s, seen: k}
+		e = &entry{snap: snap, seen: k}
 		b.entries[s.Status.ID] = e
 		b.order = nil
 		if s.Status.Agent {
@@ -159,7 +189,7 @@ func (b *Broker) Update(s program.Snapshot) {
 		return
 	}
 	old := e.snap.Status.PID
-	e.snap = s
+	e.snap = snap
 	if k != e.seen {
 		b.markLocked(e)
 	}
@@ -206,7 +236,7 @@ func (b *Broker) Forget(id string) {
 func (b *Broker) Status(id string) (program.Status, error) {
 	b.mu.Lock()
 	e, ok := b.entries[id]
-	var snap program.Snapshot
+	var snap *program.Snapshot
 	if ok {
 		snap = e.snap
 	}
@@ -217,33 +247,14 @@ func (b *Broker) Status(id string) (program.Status, error) {
 	return b.derive(snap, b.now(), statusTreeAge), nil
 }
 
-// List derives every registered instance's status from one snapshot of the
-// registry, sorted by program then instance; agentsOnly keeps agents.
-func (b *Broker) List(agentsOnly bool) []program.Status {
-	return b.Select(agentsOnly, nil)
-}
-
-// Select is List of the instances whose program's labels match labels:
-// the others are left out before anything is derived or read from /proc,
-// so a selection costs what its matches cost.
-func (b *Broker) Select(agentsOnly bool, labels program.LabelSelector) []program.Status {
-	snaps := b.snapshots(agentsOnly, labels)
-	now := b.now()
-	out := make([]program.Status, len(snaps))
-	// Deriving reads each run's processes from /proc and its cgroup: small
-	// blocking reads, most of a listing of ten thousand, shared by the cores.
-	parallel.Each(len(snaps), 256, func(i int) { out[i] = b.derive(snaps[i], now, listTreeAge) })
-	return out
-}
-
 // ListBare is List without the process trees (nothing is read from /proc):
 // lifecycle, state, pid and why, as cheap as the snapshots themselves.
 func (b *Broker) ListBare() []program.Status {
-	snaps := b.snapshots(false, nil)
+	snaps := b.collect(nil, false, nil)
 	now := b.now()
 	out := make([]program.Status, len(snaps))
-	for i := range snaps {
-		out[i] = Derive(snaps[i], now)
+	for i, s := range snaps {
+		out[i] = Derive(*s, now)
 	}
 	return out
 }
@@ -280,25 +291,6 @@ func (b *Broker) Brief(id string) (Brief, bool) {
 	}
 	st := &e.snap.Status
 	return Brief{ID: st.ID, Program: st.Program, State: st.State, Alive: st.PID != nil, Ready: st.Ready, Ended: st.LastExit != nil}, true
-}
-
-// snapshots copies the registered instances' snapshots under the lock,
-// sorted by program then instance, keeping those that match.
-func (b *Broker) snapshots(agentsOnly bool, labels program.LabelSelector) []program.Snapshot {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sortLocked()
-	n := len(b.order)
-	if len(labels) > 0 {
-		n = 0 // a selection is usually a few of many
-	}
-	snaps := make([]program.Snapshot, 0, n)
-	for _, e := range b.order {
-		if (!agentsOnly || e.snap.Status.Agent) && (len(labels) == 0 || labels.Matches(specLabels(e.snap.Spec))) {
-			snaps = append(snaps, e.snap)
-		}
-	}
-	return snaps
 }
 
 // specLabels is a spec's labels (nil for no spec).
@@ -372,7 +364,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 	now := b.now()
 	type due struct {
 		e    *entry
-		snap program.Snapshot
+		snap *program.Snapshot
 	}
 	var ready []due
 	b.mu.Lock()
@@ -384,7 +376,7 @@ func (b *Broker) flush() (wait time.Duration, ok bool) {
 			continue
 		}
 		delete(b.due, e)
-		if quickKey(&e.snap, now) == e.seen {
+		if quickKey(e.snap, now) == e.seen {
 			continue // changed and changed back: nothing to say
 		}
 		e.last = now
@@ -411,7 +403,7 @@ func (b *Broker) recheck() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range b.agents {
-		if e.snap.Status.PID != nil && quickKey(&e.snap, now) != e.seen {
+		if e.snap.Status.PID != nil && quickKey(e.snap, now) != e.seen {
 			b.markLocked(e)
 		}
 	}

@@ -67,6 +67,7 @@ type Tree struct {
 	w           *watcher
 	kept        keptFiles // memory.current of each group, open for MemoryCurrent
 	made        madeGroups
+	nested      nestedMemo // Nested's last answer
 }
 
 // madeGroups are the groups this Tree made that no cgroup.kill has reached

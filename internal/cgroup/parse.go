@@ -155,20 +155,21 @@ func keyed(data []byte, key string) (uint64, bool, error) {
 var errSyntax = errors.New("not a number")
 
 // parseUint parses a decimal without allocating (strconv does, for its
-// error, and needs a string).
+// error, and needs a string). Its errors quote a copy of b, so that b may
+// live on its caller's stack.
 func parseUint(b []byte) (uint64, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || len(b) > 20 {
-		return 0, fmt.Errorf("%w: %q", errSyntax, b)
+		return 0, fmt.Errorf("%w: %q", errSyntax, string(b))
 	}
 	var n uint64
 	for _, c := range b {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%w: %q", errSyntax, b)
+			return 0, fmt.Errorf("%w: %q", errSyntax, string(b))
 		}
 		d := uint64(c - '0')
 		if n > (1<<64-1-d)/10 {
-			return 0, fmt.Errorf("%w: %q overflows", errSyntax, b)
+			return 0, fmt.Errorf("%w: %q overflows", errSyntax, string(b))
 		}
 		n = n*10 + d
 	}
@@ -194,13 +195,21 @@ func parseBytes(b []byte) (int64, error) {
 // parseProcs parses cgroup.procs: one pid a line.
 func parseProcs(data []byte) ([]int, error) {
 	var pids []int
-	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+	// A loop of its own (no SplitSeq, the error quotes a copy): data does
+	// not escape, so a caller may read the file into its stack.
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
 		if len(line) == 0 {
 			continue
 		}
 		n, err := parseUint(line)
 		if err != nil || n == 0 || n > 1<<22 {
-			return nil, fmt.Errorf("cgroup.procs: bad pid %q", line)
+			return nil, fmt.Errorf("cgroup.procs: bad pid %q", string(line))
 		}
 		pids = append(pids, int(n))
 	}

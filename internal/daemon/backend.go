@@ -18,8 +18,9 @@ type backend struct{ d *daemon }
 
 var _ api.Backend = (*backend)(nil)
 
-func (b *backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
-	return b.d.broker.Select(agentsOnly, labels)
+func (b *backend) List(agentsOnly bool, labels program.LabelSelector) (api.Statuses, func()) {
+	l := b.d.broker.Listing(agentsOnly, labels)
+	return l, l.Written
 }
 
 func (b *backend) Status(sel string, labels program.LabelSelector) ([]program.Status, error) {

@@ -219,6 +219,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 	d.keeper = d.openKeeper() // before the instances: adoptions take their terminals back from it
 	tree := proctree.New()
 	d.broker = broker.New(publish, nil, tree)
+	d.broker.AfterRefresh(collectAfterBurst)
 	d.sessions = newSessions(d)
 	d.mgr = supervisor.NewManager(supervisor.Deps{
 		Reaper: d.reaper, Publish: publish, Update: d.update,

@@ -17,7 +17,11 @@ import (
 // burst). An idle daemon is never woken for this.
 const (
 	trimAfter  = 2 * time.Second
-	trimExcess = 4 << 20 // held beyond the live heap (and beyond half of it) worth handing back
+	trimExcess = 4 << 20 // held beyond the live heap (and beyond an eighth of it) worth handing back
+	// trimShare is under the memory limit's headroom (memlimit.go: a fifth
+	// of the live heap): a heap held at the limit after a burst is trimmed
+	// once quiet, not kept up to that headroom for good.
+	trimShare = 8
 )
 
 // shouldTrim decides from the heap held (objects live or dead, and free
@@ -29,15 +33,19 @@ func shouldTrim(held, live uint64) bool {
 		return false
 	}
 	excess := held - live
-	return excess >= trimExcess && excess >= live/2
+	return excess >= trimExcess && excess >= live/trimShare
 }
 
 // trimmer runs trim once the pokes stop for trimAfter. Its timer is safe
 // for concurrent use, so poke needs no lock.
-type trimmer struct{ timer *time.Timer }
+// It also keeps the memory limit (memlimit.go) while the daemon runs.
+type trimmer struct {
+	timer     *time.Timer
+	stopLimit func()
+}
 
 func newTrimmer() *trimmer {
-	t := &trimmer{}
+	t := &trimmer{stopLimit: startLimit()}
 	t.timer = time.AfterFunc(trimAfter, trim) // the start is a burst of its own
 	return t
 }
@@ -45,7 +53,10 @@ func newTrimmer() *trimmer {
 // poke says the daemon is busy: trim no sooner than trimAfter from now.
 func (t *trimmer) poke() { t.timer.Reset(trimAfter) }
 
-func (t *trimmer) stop() { t.timer.Stop() }
+func (t *trimmer) stop() {
+	t.timer.Stop()
+	t.stopLimit()
+}
 
 func trim() {
 	s := []metrics.Sample{

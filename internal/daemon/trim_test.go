@@ -14,8 +14,9 @@ func TestShouldTrim(t *testing.T) {
 		{"after a start", 30 * mb, 7 * mb, true},
 		{"just trimmed", 9 * mb, 7 * mb, false},
 		{"small daemon, small excess", 3 * mb, 1 * mb, false},
-		{"big heap, excess under half", 60 * mb, 45 * mb, false},
-		{"big heap, excess over half", 70 * mb, 45 * mb, true},
+		{"big heap, excess under an eighth", 50 * mb, 45 * mb, false},
+		{"big heap, excess over an eighth", 60 * mb, 45 * mb, true},
+		{"held at the memory limit after a burst", 96 * mb, 80 * mb, true},
 		{"held below live (counters of two moments)", 5 * mb, 6 * mb, false},
 	} {
 		if got := shouldTrim(tc.held, tc.live); got != tc.want {

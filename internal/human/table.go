@@ -1,6 +1,7 @@
 package human
 
 import (
+	"bufio"
 	"io"
 	"slices"
 	"strconv"
@@ -27,28 +28,60 @@ type TableOptions struct {
 // Table writes the aligned ps table of list, cutting WHY so that no line is
 // wider than width. When the other columns alone are wider than that, WHY
 // keeps MinWhy runes: a line that overflows beats a reason that is gone.
+// Its header is the same whatever the age of the RSS figures (a listing's
+// may be a few seconds old; --json says when each was read in
+// sampled_at): scripts split it on blanks.
 func Table(w io.Writer, list []program.Status, width int) error {
 	return TableWith(w, list, width, TableOptions{})
 }
 
 // TableWith is Table with the optional columns o asks for.
 func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) error {
-	header := Header
+	t := NewTable(o, len(list))
+	for i := range list {
+		t.Add(&list[i])
+	}
+	return t.Write(w, width)
+}
+
+// A PsTable is the ps table built a row at a time (Add), then written
+// whole: a listing adds its statuses as it derives them, and keeps their
+// cells, not the statuses.
+type PsTable struct {
+	o     TableOptions
+	cols  int
+	cells []string // the rows' cells, cols a row, after the header's row
+}
+
+// NewTable returns an empty table with the columns o asks for, with room
+// for rows rows.
+func NewTable(o TableOptions, rows int) *PsTable {
+	t := &PsTable{o: o, cols: len(Header)}
 	if o.Labels {
+		t.cols++
+	}
+	t.cells = make([]string, t.cols, (rows+1)*t.cols) // the header's, filled by Write
+	return t
+}
+
+// Add appends st's row.
+func (t *PsTable) Add(st *program.Status) {
+	t.cells = append(t.cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
+		RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
+	if t.o.Labels {
+		t.cells = append(t.cells, orDash(program.FormatLabels(st.Labels)))
+	}
+	t.cells = append(t.cells, st.Why)
+}
+
+// Write writes the table, no line wider than width but for MinWhy.
+func (t *PsTable) Write(w io.Writer, width int) error {
+	header := Header
+	if t.o.Labels {
 		header = slices.Insert(slices.Clone(Header), len(Header)-1, "LABELS")
 	}
-	cols := len(header)
-	cells := make([]string, 0, (len(list)+1)*cols)
-	cells = append(cells, header...)
-	for i := range list {
-		st := &list[i]
-		cells = append(cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
-			RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
-		if o.Labels {
-			cells = append(cells, orDash(program.FormatLabels(st.Labels)))
-		}
-		cells = append(cells, st.Why)
-	}
+	copy(t.cells, header)
+	cols, cells := t.cols, t.cells
 	// Every column but WHY is as wide as its widest cell plus the padding;
 	// WHY starts where they end.
 	widths := make([]int, cols-1)
@@ -63,8 +96,9 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 	}
 	whyWidth := max(width-whyAt, MinWhy)
 
-	var b strings.Builder
-	b.Grow((len(list) + 1) * (whyAt + 24))
+	// Written through a small buffer: a table of ten thousand lines is
+	// never held whole.
+	b := bufio.NewWriterSize(w, 16<<10)
 	for r := 0; r < len(cells); r += cols {
 		for c, n := range widths {
 			cell := cells[r+c]
@@ -74,8 +108,7 @@ func TableWith(w io.Writer, list []program.Status, width int, o TableOptions) er
 		b.WriteString(Cut(cells[r+cols-1], whyWidth))
 		b.WriteByte('\n')
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
 func orDash(s string) string {

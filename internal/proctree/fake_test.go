@@ -355,6 +355,15 @@ func TestFakeMaxAge(t *testing.T) {
 	if fresh, _, _ := tr.Sample(100, time.Second); fmt.Sprint(pids(fresh)) != "[100 104]" {
 		t.Errorf("an old sample was reused: %v", pids(fresh))
 	}
+	// Members says when its sample was taken: a reused one, its time.
+	taken := f.now
+	f.now = f.now.Add(500 * time.Millisecond)
+	if m := tr.Members(100, time.Second); !m.At.Equal(taken) || len(m.Procs) != 2 {
+		t.Errorf("reused sample: as of %v with %v, want as of %v", m.At, pids(m.Procs), taken)
+	}
+	if m := tr.Members(100, 0); !m.At.Equal(f.now) {
+		t.Errorf("fresh sample: as of %v, want %v", m.At, f.now)
+	}
 }
 
 // New orphans show up once the index of tend's children is re-listed.

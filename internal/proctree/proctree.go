@@ -140,37 +140,35 @@ func NewAt(procRoot string, self int) *Tracker {
 // returned slice is shared with later callers and must not be modified. The
 // run's /proc files are closed again after the sample (see Monitor).
 func (t *Tracker) Sample(leader int, maxAge time.Duration) (procs []program.Process, tracking string, rss int64) {
-	return t.sample(leader, maxAge, false)
+	m := t.sample(leader, maxAge, false)
+	return m.Procs, m.Tracking, m.RSS
 }
 
 // Members is Sample as the broker reads it: with Truncated set when the run
 // has more than MaxMembers processes (only that many are listed).
+// At is when the sample was taken.
 func (t *Tracker) Members(leader int, maxAge time.Duration) program.Members {
-	procs, tracking, rss := t.Sample(leader, maxAge)
-	t.mu.Lock()
-	truncated := t.runs[leader] != nil && t.runs[leader].truncated
-	t.mu.Unlock()
-	return program.Members{Procs: procs, Tracking: tracking, RSS: rss, Truncated: truncated}
+	return t.sample(leader, maxAge, false)
 }
 
 // Monitor samples the run led by leader afresh for its summed RSS, as the
 // memory watchdog does every second: the run's files stay open between
 // calls, so a steady tree costs a pread per file.
 func (t *Tracker) Monitor(leader int) int64 {
-	_, _, rss := t.sample(leader, 0, true)
-	return rss
+	return t.sample(leader, 0, true).RSS
 }
 
-func (t *Tracker) sample(leader int, maxAge time.Duration, keep bool) (procs []program.Process, tracking string, rss int64) {
+// sample is Members; keep: the run's files stay open (Monitor).
+func (t *Tracker) sample(leader int, maxAge time.Duration, keep bool) program.Members {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
 	r := t.runs[leader]
 	if r != nil && maxAge > 0 && now.Sub(r.at) < maxAge {
-		return r.procs, r.tracking, r.rss
+		return r.last()
 	}
 	if leader <= 0 || leader == t.self {
-		return []program.Process{}, program.TrackingNone, 0
+		return program.Members{Procs: []program.Process{}, Tracking: program.TrackingNone, At: now}
 	}
 	if r == nil {
 		r = &run{leader: leader, members: make(map[int]*member)}
@@ -187,13 +185,18 @@ func (t *Tracker) sample(leader int, maxAge time.Duration, keep bool) (procs []p
 		if len(r.members) == 0 {
 			delete(t.runs, leader)
 		}
-		return []program.Process{}, program.TrackingNone, 0
+		return program.Members{Procs: []program.Process{}, Tracking: program.TrackingNone, At: now}
 	}
 	t.resultLocked(r, now)
 	if !r.monitored {
 		t.coolLocked(r)
 	}
-	return r.procs, r.tracking, r.rss
+	return r.last()
+}
+
+// last is r's last sample.
+func (r *run) last() program.Members {
+	return program.Members{Procs: r.procs, Tracking: r.tracking, RSS: r.rss, Truncated: r.truncated, At: r.at}
 }
 
 // Forget closes and drops everything kept for the run led by leader. Call it

@@ -64,7 +64,10 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	if t.IsZero() {
 		return []byte("null"), nil
 	}
-	return []byte(`"` + t.UTC().Format(TimeFormat) + `"`), nil
+	// One allocation: a listing of ten thousand statuses writes four each.
+	b := make([]byte, 0, len(TimeFormat)+4)
+	b = t.UTC().AppendFormat(append(b, '"'), TimeFormat)
+	return append(b, '"'), nil
 }
 
 // UnmarshalJSON reads any RFC 3339 time or null.

@@ -139,8 +139,12 @@ type Status struct {
 	Processes     []Process `json:"processes"`
 	Truncated     bool      `json:"truncated,omitempty"` // processes lists only the first of too many (a fork bomb)
 	Tracking      string    `json:"tracking"`
-	TTY           *TTY      `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
-	ComputedAt    Time      `json:"computed_at"`
+	// SampledAt is when processes and rss_bytes were read: a single status
+	// reads them as it is computed, a listing may answer from samples a few
+	// seconds old (docs/status.md#processes-and-tracking). null without a run.
+	SampledAt  Time `json:"sampled_at"`
+	TTY        *TTY `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
+	ComputedAt Time `json:"computed_at"`
 }
 
 // Alive reports whether a run is in place (its process has not been reaped).
@@ -171,10 +175,11 @@ type Snapshot struct {
 // Members is a sample of a run's processes.
 type Members struct {
 	Procs     []Process
-	Tracking  string // TrackingCgroup, TrackingGroup, TrackingTree
-	RSS       int64  // what the run holds: memory.current with the memory controller, else the members' sum
-	Peak      int64  // memory.peak where the kernel keeps it, else 0
-	Truncated bool   // Procs holds only the first of too many
+	Tracking  string    // TrackingCgroup, TrackingGroup, TrackingTree
+	RSS       int64     // what the run holds: memory.current with the memory controller, else the members' sum
+	Peak      int64     // memory.peak where the kernel keeps it, else 0
+	Truncated bool      // Procs holds only the first of too many
+	At        time.Time // when the sample was taken (as of)
 }
 
 // DefaultTurnIdleAfter is turn_idle_after's default (docs/config.md).

@@ -279,7 +279,7 @@ func (in *Instance) membersFunc() func(time.Time, time.Duration) program.Members
 }
 
 // memberCache keeps the last sample of a group's processes for the broker,
-// whose listings may reuse a sample up to a second old: a list of ten
+// whose listings may reuse a sample a few seconds old: a list of ten
 // thousand instances must not read ten thousand groups each time.
 type memberCache struct {
 	g        *cgroup.Group
@@ -305,8 +305,8 @@ func (c *memberCache) sample(asOf time.Time, maxAge time.Duration) program.Membe
 	if maxAge > 0 && !c.at.IsZero() && asOf.Sub(c.at) < maxAge {
 		return c.last
 	}
-	m := program.Members{Tracking: program.TrackingCgroup}
-	if pids, err := c.g.Procs(); err == nil && c.describe != nil {
+	m := program.Members{Tracking: program.TrackingCgroup, At: asOf}
+	if pids, err := c.procs(asOf, maxAge); err == nil && c.describe != nil {
 		m.Procs, m.RSS, m.Truncated = c.describe.Describe(pids, c.last.Procs)
 	}
 	if c.tree.HasMemory() {
@@ -316,6 +316,16 @@ func (c *memberCache) sample(asOf time.Time, maxAge time.Duration) program.Membe
 	}
 	c.at, c.last = asOf, m
 	return m
+}
+
+// procs reads the group's processes. A listing's samples (maxAge > 0) ask
+// the tree once, for all, whether any run made groups below its own, and
+// read cgroup.procs alone when none did; a single status asks the group.
+func (c *memberCache) procs(asOf time.Time, maxAge time.Duration) ([]int, error) {
+	if maxAge > 0 && !c.tree.Nested(asOf) {
+		return c.g.TopProcs()
+	}
+	return c.g.Procs()
 }
 
 var _ Tree = (*proctree.Tracker)(nil)

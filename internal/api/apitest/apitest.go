@@ -36,6 +36,9 @@ type Backend struct {
 	UpgradeHandoff bool
 	// OnShutdown, if set, runs (in its own goroutine) when Shutdown is called.
 	OnShutdown func()
+	// OnListWritten, if set, is List's written: called once a listing's
+	// answer is written.
+	OnListWritten func()
 	// WaitDelay is how long an action with Wait takes to be done; a
 	// context that ends first (?timeout=D) leaves every instance in Failed.
 	WaitDelay time.Duration
@@ -90,7 +93,15 @@ func (b *Backend) Calls() []string {
 }
 
 // List implements api.Backend.
-func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) []program.Status {
+func (b *Backend) List(agentsOnly bool, labels program.LabelSelector) (api.Statuses, func()) {
+	written := b.OnListWritten
+	if written == nil {
+		written = func() {}
+	}
+	return api.StatusSlice(b.list(agentsOnly, labels)), written
+}
+
+func (b *Backend) list(agentsOnly bool, labels program.LabelSelector) []program.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []program.Status
@@ -229,7 +240,7 @@ func (b *Backend) Scale(ctx context.Context, name string, n int) ([]string, erro
 // ones do not count.
 func (b *Backend) Readiness() program.Readiness {
 	var r program.Readiness
-	for _, st := range b.List(false, nil) {
+	for _, st := range b.list(false, nil) {
 		if st.State == program.StateStopped || st.State == program.StateExited {
 			continue
 		}

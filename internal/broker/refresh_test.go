@@ -1,0 +1,279 @@
+package broker
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// sampler is a run's Members as the supervisor's memberCache answers: a
+// sample taken as of less than maxAge before asOf is reused, else one is
+// taken (counted) as of asOf.
+type sampler struct {
+	mu    sync.Mutex
+	at    time.Time
+	taken int
+	rss   int64
+}
+
+func (s *sampler) members(asOf time.Time, maxAge time.Duration) program.Members {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if maxAge <= 0 || s.at.IsZero() || asOf.Sub(s.at) >= maxAge {
+		s.at, s.rss = asOf, s.rss+1
+		s.taken++
+	}
+	return program.Members{Procs: []program.Process{{PID: 7, RSSBytes: s.rss}}, Tracking: program.TrackingCgroup, RSS: s.rss, At: s.at}
+}
+
+func (s *sampler) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taken
+}
+
+// sampled is a broker with n running instances whose processes are read
+// through samplers.
+func sampled(t *testing.T, n int) (*Broker, *clock, []*sampler) {
+	t.Helper()
+	c := &clock{now: t0}
+	b := New(func(program.Event) {}, c.Now, nil)
+	var ss []*sampler
+	for i := range n {
+		s := &sampler{}
+		ss = append(ss, s)
+		b.Update(snap(program.InstanceID("p", i), func(sn *program.Snapshot) {
+			running(100 + i)(sn)
+			sn.Members = s.members
+		}))
+	}
+	return b, c, ss
+}
+
+// statuses derives every status of l.
+func statuses(l *List) []program.Status {
+	out := make([]program.Status, l.Len())
+	for i := range out {
+		out[i] = l.Status(i)
+	}
+	return out
+}
+
+func taken(ss []*sampler) (n int) {
+	for _, s := range ss {
+		n += s.count()
+	}
+	return n
+}
+
+// A listing answers from samples up to listStale old and says how old they
+// are; the samples are taken again only once its answer is written, so the
+// next listing finds them fresh.
+func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
+	b, c, ss := sampled(t, 3)
+
+	l := b.Listing(false, nil) // nothing sampled yet: sampled now
+	list := statuses(l)
+	if got := taken(ss); got != 3 {
+		t.Fatalf("first listing took %d samples, want 3", got)
+	}
+	for _, st := range list {
+		if !st.SampledAt.Equal(t0) || st.RSSBytes != 1 {
+			t.Errorf("%s: sampled_at %v, rss %d; want %v, 1", st.ID, st.SampledAt, st.RSSBytes, t0)
+		}
+	}
+	l.Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != 3 {
+		t.Errorf("a refresh right after fresh samples took %d, want none", got-3)
+	}
+
+	c.add(5 * time.Second) // a poller's next call, 5s later
+	l = b.Listing(false, nil)
+	list = statuses(l)
+	if got := taken(ss); got != 3 {
+		t.Errorf("a listing within listStale sampled %d runs itself", got-3)
+	}
+	for _, st := range list {
+		if age := st.ComputedAt.Sub(st.SampledAt.Time); age != 5*time.Second {
+			t.Errorf("%s: processes %v old, want 5s", st.ID, age)
+		}
+	}
+	l.Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != 6 {
+		t.Errorf("the refresh after the answer took %d samples, want 3", got-3)
+	}
+
+	c.add(500 * time.Millisecond)
+	l = b.Listing(false, nil)
+	list = statuses(l)
+	for _, st := range list {
+		if !st.SampledAt.Equal(t0.Add(5 * time.Second)) {
+			t.Errorf("%s: sampled_at %v, want the refresh's %v", st.ID, st.SampledAt, t0.Add(5*time.Second))
+		}
+	}
+	l.Written()             // the list is not to be used after this
+	b.refresher.done.Wait() // within listTreeAge of the last refresh: none
+	if got := taken(ss); got != 6 {
+		t.Errorf("a listing 0.5s after a refresh refreshed again (%d samples)", got-6)
+	}
+}
+
+// Samples older than listStale are not reused: a listing after a long
+// quiet reads them itself, before it answers.
+func TestListingSamplesWhatIsTooOld(t *testing.T) {
+	b, c, ss := sampled(t, 2)
+	l := b.Listing(false, nil)
+	l.Written()
+	b.refresher.done.Wait()
+	c.add(listStale)
+	list := statuses(b.Listing(false, nil))
+	if got := taken(ss); got != 4 {
+		t.Errorf("after %v: %d samples in all, want 4", listStale, got)
+	}
+	for _, st := range list {
+		if !st.SampledAt.Equal(c.Now()) {
+			t.Errorf("%s: sampled_at %v, want now", st.ID, st.SampledAt)
+		}
+	}
+}
+
+// One instance's status always reads its processes afresh, however recent
+// the last sample.
+func TestStatusIsAlwaysFresh(t *testing.T) {
+	b, c, ss := sampled(t, 1)
+	for i := range 3 {
+		c.add(time.Millisecond)
+		st, err := b.Status("p:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.SampledAt.Equal(c.Now()) || ss[0].count() != i+1 {
+			t.Errorf("status %d: sampled_at %v (now %v), %d samples", i, st.SampledAt, c.Now(), ss[0].count())
+		}
+	}
+}
+
+// Nothing is sampled unless asked: the refresher's goroutine ends with its
+// work, and a broker nobody lists takes no sample.
+func TestNoSamplingWhenIdle(t *testing.T) {
+	b, c, ss := sampled(t, 2)
+	l := b.Listing(false, nil)
+	c.add(2 * time.Second)
+	l.Written()
+	b.refresher.done.Wait()
+	b.refresher.mu.Lock()
+	running := b.refresher.running
+	b.refresher.mu.Unlock()
+	if running {
+		t.Error("the refresher's goroutine outlived its work")
+	}
+	before := taken(ss)
+	c.add(time.Minute)
+	time.Sleep(10 * time.Millisecond)
+	if got := taken(ss); got != before {
+		t.Errorf("an idle broker took %d samples", got-before)
+	}
+}
+
+// A refresh covers what its listing selected; selections waiting together
+// merge into every instance.
+func TestRefreshFollowsTheSelection(t *testing.T) {
+	c := &clock{now: t0}
+	b := New(func(program.Event) {}, c.Now, nil)
+	var agent, worker sampler
+	b.Update(snap("a:0", func(s *program.Snapshot) { running(1)(s); s.Status.Agent = true; s.Members = agent.members }))
+	b.Update(snap("w:0", func(s *program.Snapshot) { running(2)(s); s.Members = worker.members }))
+	l := b.Listing(false, nil)
+	l.Written()
+	b.refresher.done.Wait()
+
+	c.add(2 * time.Second)
+	l = b.Listing(true, nil)
+	list := statuses(l)
+	if len(list) != 1 || list[0].ID != "a:0" {
+		t.Fatalf("agents: %v", list)
+	}
+	l.Written()
+	b.refresher.done.Wait()
+	if agent.count() != 2 || worker.count() != 1 {
+		t.Errorf("after an agents' listing: agent sampled %d times, worker %d; want 2, 1", agent.count(), worker.count())
+	}
+
+	var r refresher
+	r.running = true // hold the goroutine off: both asks wait together
+	r.ask(b, selection{agentsOnly: true})
+	r.ask(b, selection{})
+	r.ask(b, selection{agentsOnly: true})
+	if !r.waiting || !r.pending.same(everything) {
+		t.Errorf("two selections waiting: %+v, want every instance", r.pending)
+	}
+}
+
+// AfterRefresh's func runs once each refresh is done, on its goroutine.
+func TestAfterRefresh(t *testing.T) {
+	b, c, ss := sampled(t, 2)
+	var calls, samplesThen int
+	b.AfterRefresh(func() { calls, samplesThen = calls+1, taken(ss) })
+	b.Listing(false, nil).Written()
+	b.refresher.done.Wait()
+	c.add(2 * time.Second)
+	l := b.Listing(false, nil)
+	statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	if calls != 2 || samplesThen != 4 {
+		t.Errorf("called after %d refreshes, seeing %d samples taken; want 2, 4 (the second refresh's too)", calls, samplesThen)
+	}
+}
+
+// A sample taken before the run began is an earlier run's (the instance
+// restarted, or its pid was reused): a listing never shows it as this
+// run's processes, however young it is.
+func TestListingNeverReusesAnEarlierRunsSample(t *testing.T) {
+	b, c, ss := sampled(t, 1)
+	b.Listing(false, nil).Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != 1 {
+		t.Fatalf("%d samples, want 1", got)
+	}
+	c.add(2 * time.Second) // the run ends and another begins, with the same Members
+	restarted := c.Now()
+	b.Update(snap("p:0", func(sn *program.Snapshot) {
+		running(200)(sn)
+		sn.Status.StartedAt = program.Time{Time: restarted}
+		sn.Members = ss[0].members
+	}))
+	c.add(time.Second)
+	l := b.Listing(false, nil)
+	list := statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	if len(list) != 1 || list[0].SampledAt.Before(restarted) {
+		t.Fatalf("after a restart: %+v, want a sample of the new run", list)
+	}
+	if got := taken(ss); got != 2 {
+		t.Errorf("%d samples, want 2 (the new run's, read by the listing)", got)
+	}
+}
