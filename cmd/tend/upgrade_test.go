@@ -93,7 +93,9 @@ func exeInode(pid int) uint64 {
 	return st.Ino
 }
 
-// upgradeFleet: beat (notify heartbeats, a 1 s watchdog), counter (a line
+// upgradeFleet: beat (notify heartbeats, a 3 s watchdog: a race-built
+// test binary exec'd twice, through the shim, can take a second to its
+// first beat on a loaded machine), counter (a line
 // every 5 ms), exiter (exits 3 the moment the daemon is another binary:
 // during the exec, or just after), gated (exits 1 when its gate opens),
 // stubborn (takes half a second to stop), calm.
@@ -102,7 +104,7 @@ func upgradeFleet(beat string, g gates) string {
 http = "127.0.0.1:0"
 [program.beat]
 command = [%q]
-watchdog = "1s"
+watchdog = "3s"
 [program.counter]
 shell = "i=0; while :; do i=$((i+1)); echo line $i; sleep 0.005; done"
 [program.exiter]
