@@ -15,31 +15,11 @@ import (
 // whole), its threads and its open descriptors by kind.
 func readMemory(pid int) (Memory, error) {
 	var m Memory
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	mem, err := measure.ReadMem(pid)
 	if err != nil {
 		return m, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[2] != "kB" {
-			continue
-		}
-		kb, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "Rss:":
-			m.RSS = kb << 10
-		case "Pss:":
-			m.PSS = kb << 10
-		case "Pss_Anon:":
-			m.PSSAnon = kb << 10
-		}
-	}
-	if m.PSS == 0 {
-		return m, fmt.Errorf("/proc/%d/smaps_rollup has no Pss", pid)
-	}
+	m.PSS, m.RSS, m.PSSAnon = mem.PSS, mem.RSS, mem.PSSAnon
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	m.Threads = len(tasks)
 	m.FDs, m.FDKinds, m.FDTables, m.FDLargest = readFDs(pid)

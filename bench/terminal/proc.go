@@ -24,25 +24,11 @@ type Memory struct {
 // readMemory reads pid's memory (smaps_rollup) and descriptors.
 func readMemory(pid int) (Memory, error) {
 	var m Memory
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	mem, err := measure.ReadMem(pid)
 	if err != nil {
 		return m, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 || f[2] != "kB" {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "Rss:":
-			m.RSS = kb << 10
-		case "Pss:":
-			m.PSS = kb << 10
-		case "Pss_Anon:":
-			m.PSSAnon = kb << 10
-		}
-	}
+	m.PSS, m.RSS, m.PSSAnon = mem.PSS, mem.RSS, mem.PSSAnon
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	m.Threads = len(tasks)
 	m.Kinds = map[string]int{}

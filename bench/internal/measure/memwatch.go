@@ -12,9 +12,11 @@ import (
 // Mem is one reading of a process's memory, in bytes.
 type Mem struct {
 	PSS, RSS int64
+	PSSAnon  int64 // of PSS, the anonymous pages: the heap, stacks
 }
 
-// ReadMem reads pid's PSS and RSS from /proc/PID/smaps_rollup.
+// ReadMem reads pid's PSS (shared pages split fairly), its anonymous part,
+// and RSS (shared pages counted whole) from /proc/PID/smaps_rollup.
 func ReadMem(pid int) (Mem, error) {
 	var m Mem
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
@@ -35,6 +37,8 @@ func ReadMem(pid int) (Mem, error) {
 			m.RSS = kb << 10
 		case "Pss:":
 			m.PSS = kb << 10
+		case "Pss_Anon:":
+			m.PSSAnon = kb << 10
 		}
 	}
 	if m.PSS == 0 {
