@@ -206,12 +206,12 @@ func (k *ttyKeeper) quit() {
 	if child != nil {
 		select {
 		case <-child:
-		case <-time.After(3 * time.Second):
+		case <-time.After(10 * time.Second): // a loaded machine may not run it sooner
 		}
 	}
 	// A keeper that went (it held nothing) leaves its socket: remove it,
 	// unless a keeper still serves it (holding runs left alone).
-	for range 20 {
+	for range 100 {
 		if c, err := keeper.Dial(k.path); err != nil {
 			if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
 				_ = os.Remove(k.path)
