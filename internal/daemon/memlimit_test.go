@@ -18,7 +18,7 @@ func TestMemLimit(t *testing.T) {
 		other, live uint64
 		want        int64
 	}{
-		{"small daemon: the floor", 5 * mb, 6 * mb, 13 * mb},
+		{"small daemon: the floor", 5 * mb, 6 * mb, 15 * mb},
 		{"ten thousand instances: a fifth", 12 * mb, 60 * mb, 84 * mb},
 		{"empty", 0, 0, headroomFloor},
 	} {
@@ -77,9 +77,9 @@ func TestLimitFollowsCollections(t *testing.T) {
 func TestUsable(t *testing.T) {
 	const mb = 1 << 20
 	for live, want := range map[uint64]uint64{
-		6 * mb:  1 * mb,              // the floor, less 1 MiB
+		6 * mb:  3 * mb,              // the floor, less 1 MiB
 		60 * mb: 12*mb - 72*mb*3/100, // a fifth, less 3% of live and headroom
-		0:       1 * mb,
+		0:       3 * mb,
 	} {
 		if got := usable(live); got != want {
 			t.Errorf("usable(%d) = %d, want %d", live, got, want)

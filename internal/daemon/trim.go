@@ -16,8 +16,12 @@ import (
 // hands the rest back (two collections, a few milliseconds, once per
 // burst). An idle daemon is never woken for this.
 const (
-	trimAfter  = 2 * time.Second
-	trimExcess = 4 << 20 // held beyond the live heap (and beyond an eighth of it) worth handing back
+	trimAfter = 2 * time.Second
+	// trimExcess is what held beyond the live heap (and beyond an eighth of
+	// it) is worth handing back: under the memory limit's floor (4 MiB,
+	// less the runtime's 1 MiB) a small daemon holds up to 3 MiB after a
+	// burst, which the trim must catch.
+	trimExcess = 2 << 20
 	// trimShare is under the memory limit's headroom (memlimit.go: a fifth
 	// of the live heap): a heap held at the limit after a burst is trimmed
 	// once quiet, not kept up to that headroom for good.

@@ -12,8 +12,9 @@ func TestShouldTrim(t *testing.T) {
 		want       bool
 	}{
 		{"after a start", 30 * mb, 7 * mb, true},
-		{"just trimmed", 9 * mb, 7 * mb, false},
-		{"small daemon, small excess", 3 * mb, 1 * mb, false},
+		{"just trimmed", 8 * mb, 7 * mb, false},
+		{"held at the floor's headroom after a burst", 10 * mb, 7 * mb, true},
+		{"small daemon, small excess", 2*mb + mb/2, 1 * mb, false},
 		{"big heap, excess under an eighth", 50 * mb, 45 * mb, false},
 		{"big heap, excess over an eighth", 60 * mb, 45 * mb, true},
 		{"held at the memory limit after a burst", 96 * mb, 80 * mb, true},
