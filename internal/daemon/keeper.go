@@ -185,8 +185,9 @@ func (k *ttyKeeper) startLocked() error {
 	return nil
 }
 
-// quit tells the keeper the daemon stops (it exits once it holds nothing)
-// and waits a little for the one this daemon started.
+// quit tells the keeper the daemon stops (it exits once it holds nothing,
+// and removes its socket as it goes), and waits a little for the one this
+// daemon started.
 func (k *ttyKeeper) quit() {
 	k.mu.Lock()
 	k.closed = true
@@ -202,24 +203,22 @@ func (k *ttyKeeper) quit() {
 	}
 	if c != nil {
 		_ = c.Quit()
-	}
-	if child != nil {
-		select {
-		case <-child:
-		case <-time.After(10 * time.Second): // a loaded machine may not run it sooner
-		}
-	}
-	// A keeper that went (it held nothing) leaves its socket: remove it,
-	// unless a keeper still serves it (holding runs left alone).
-	for range 100 {
-		if c, err := keeper.Dial(k.path); err != nil {
-			if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
-				_ = os.Remove(k.path)
+		if child != nil {
+			select {
+			case <-child:
+			case <-time.After(10 * time.Second): // it still holds runs left alone, or a loaded machine has not run it yet
 			}
-			return
-		} else {
-			c.Close()
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Never a probe of the socket here: a connection to a keeper told
+		// to quit calls that off.
+		return
+	}
+	// No keeper answered: a socket left by one that died is removed.
+	if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		if c, err := keeper.Dial(k.path); err == nil {
+			c.Close()
+			return
+		}
+		_ = os.Remove(k.path)
 	}
 }

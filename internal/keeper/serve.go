@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -54,6 +55,7 @@ func serve(listen int, grace time.Duration) int {
 	for {
 		idle := len(k.conns) == 0 && len(k.byFD) == 0
 		if idle && (k.quit || time.Since(alone) >= grace) {
+			k.leave()
 			return 0
 		}
 		wait := -1
@@ -82,6 +84,27 @@ func serve(listen int, grace time.Duration) int {
 				}
 			}
 		}
+	}
+}
+
+// leave closes the listening socket and removes its path, unless another
+// keeper serves it by now: a daemon that finds no keeper then starts one
+// afresh, and tend down leaves no socket behind. The daemon that stops
+// cannot do it itself: its probe of the socket would be a connection that
+// calls the quit off.
+func (k *keeper) leave() {
+	sa, err := unix.Getsockname(k.listen)
+	unix.Close(k.listen)
+	ua, ok := sa.(*unix.SockaddrUnix)
+	if err != nil || !ok || !filepath.IsAbs(ua.Name) {
+		return
+	}
+	if c, err := Dial(ua.Name); err == nil {
+		c.Close()
+		return
+	}
+	if st, err := os.Lstat(ua.Name); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(ua.Name)
 	}
 }
 
