@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,24 +13,6 @@ import (
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/testutil"
 )
-
-// lockedBuffer is a follower's stdout, read while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogsFollowAcrossAnUpgrade: tend logs -f goes on through tend
 // upgrade, from where it was: every line the program writes before,
@@ -45,7 +26,7 @@ func TestLogsFollowAcrossAnUpgrade(t *testing.T) {
 	up, stderr := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "counter:0")
 
-	var out, errOut lockedBuffer
+	var out, errOut testutil.Buffer
 	follow := exec.Command(tend, "-c", conf, "logs", "-f", "-n", "1000000", "counter")
 	follow.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
 	follow.Stdout, follow.Stderr = &out, &errOut

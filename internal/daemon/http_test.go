@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,28 +26,10 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer the daemon writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runHTTP runs the daemon on config (written into a short temp dir, with
 // %[1]s the dir) until the test ends; it returns a client and the
 // daemon's output.
-func runHTTP(t *testing.T, config string) (*client.Client, *lockedBuffer, string) {
+func runHTTP(t *testing.T, config string) (*client.Client, *testutil.Buffer, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "tendhttp")
 	if err != nil {
@@ -60,7 +40,7 @@ func runHTTP(t *testing.T, config string) (*client.Client, *lockedBuffer, string
 	if err := os.WriteFile(path, fmt.Appendf(nil, config, dir), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{ConfigPath: path, Stderr: out}) }()
