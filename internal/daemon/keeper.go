@@ -214,11 +214,5 @@ func (k *ttyKeeper) quit() {
 		return
 	}
 	// No keeper answered: a socket left by one that died is removed.
-	if st, err := os.Lstat(k.path); err == nil && st.Mode()&os.ModeSocket != 0 {
-		if c, err := keeper.Dial(k.path); err == nil {
-			c.Close()
-			return
-		}
-		_ = os.Remove(k.path)
-	}
+	_, _ = keeper.RemoveStale(k.path)
 }

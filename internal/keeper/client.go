@@ -22,11 +22,9 @@ func Listen(path string) (int, error) {
 		if st.Mode()&os.ModeSocket == 0 {
 			return -1, fmt.Errorf("keeper: %s exists and is not a socket", path)
 		}
-		if c, err := Dial(path); err == nil {
-			c.Close()
+		if served, err := RemoveStale(path); served {
 			return -1, fmt.Errorf("keeper: %s is served already", path)
-		}
-		if err := os.Remove(path); err != nil {
+		} else if err != nil {
 			return -1, fmt.Errorf("keeper: %w", err)
 		}
 	}
@@ -86,6 +84,20 @@ func (c *Client) Quit() error {
 	err := c.send("quit", -1)
 	c.Close()
 	return err
+}
+
+// RemoveStale removes the socket at path unless a keeper serves it, and
+// says whether one does. A path that is not a socket is left alone.
+func RemoveStale(path string) (served bool, err error) {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode()&os.ModeSocket == 0 {
+		return false, nil
+	}
+	if c, err := Dial(path); err == nil {
+		c.Close()
+		return true, nil
+	}
+	return false, os.Remove(path)
 }
 
 // Held is a master the keeper holds, handed back: FD is the caller's.

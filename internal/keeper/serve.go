@@ -96,15 +96,8 @@ func (k *keeper) leave() {
 	sa, err := unix.Getsockname(k.listen)
 	unix.Close(k.listen)
 	ua, ok := sa.(*unix.SockaddrUnix)
-	if err != nil || !ok || !filepath.IsAbs(ua.Name) {
-		return
-	}
-	if c, err := Dial(ua.Name); err == nil {
-		c.Close()
-		return
-	}
-	if st, err := os.Lstat(ua.Name); err == nil && st.Mode()&os.ModeSocket != 0 {
-		_ = os.Remove(ua.Name)
+	if err == nil && ok && filepath.IsAbs(ua.Name) {
+		_, _ = RemoveStale(ua.Name)
 	}
 }
 
