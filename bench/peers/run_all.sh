@@ -7,8 +7,9 @@
 #            SCALE_LISTS, UP_TIMEOUT_10K, FLOOR_RUNS, SKIP (space list of
 #            floor latency crashloop scale scale10k tini).
 # Must run as root (kernel proc connector).  Typical wall time with the defaults on a
-# quiet 2-vCPU VM: about 1 h 40 min (the 150 s idle windows are ~35 min of it; the
-# N=10,000 cell is ~45 min, more when a tool uses its whole 10 min to start).
+# quiet 2-vCPU VM: about 1 h 10 min (results/20261203T202406Z: 71 min; the 150 s idle
+# windows are ~35 min of it; the N=10,000 cell ~25 min, more when a tool uses its whole
+# 10 min to start).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
