@@ -19,7 +19,7 @@ const module = "github.com/tend-sh/tend/"
 // which is PID 1 itself);
 // the client imports only the vocabulary, all the way down.
 func TestDeps(t *testing.T) {
-	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/config", "internal/daemon", "internal/initproc"}
+	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/locate", "internal/daemon", "internal/initproc"}
 	for _, imp := range moduleImports(t, ".") {
 		if !slices.Contains(allowed, imp) {
 			t.Errorf("internal/cli imports %s; it may import only %v", imp, allowed)
@@ -33,7 +33,7 @@ func TestDeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for imp, only := range map[string]string{"internal/config": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go"} {
+	for imp, only := range map[string]string{"internal/locate": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go"} {
 		for _, f := range pkg.GoFiles {
 			if f != only && fileImports(t, f, module+imp) {
 				t.Errorf("%s imports %s; only %s should", f, imp, only)
@@ -131,7 +131,7 @@ func TestCLIPathDeps(t *testing.T) {
 		got = append(got, p)
 	}
 	slices.Sort(got)
-	if want := []string{"internal/client", "internal/config", "internal/human", "internal/program"}; !slices.Equal(got, want) {
+	if want := []string{"internal/client", "internal/human", "internal/locate", "internal/program"}; !slices.Equal(got, want) {
 		t.Errorf("the CLI's verbs reach %v of tend; want only %v", got, want)
 	}
 	for imp := range others {

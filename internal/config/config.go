@@ -13,8 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	find "github.com/tend-sh/tend/internal/locate"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -54,11 +54,9 @@ func ParseWithDefaults(path string, data []byte) (*program.Config, *Defaults, er
 	return parseTOML(path, data)
 }
 
-// IsProcfile reports whether Load treats path as a Procfile.
-func IsProcfile(path string) bool {
-	base := filepath.Base(path)
-	return base == "Procfile" || strings.HasPrefix(base, "Procfile.") || strings.HasSuffix(base, ".procfile")
-}
+// IsProcfile reports whether Load treats path as a Procfile: the names
+// package locate gives, so a client finds the daemon of either format.
+func IsProcfile(path string) bool { return find.IsProcfile(path) }
 
 // ParseTOML decodes a TOML configuration. file names it in messages, and its
 // directory is where relative paths (state_dir, cwd) resolve.

@@ -11,22 +11,12 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
-
-// writeFile writes content to name in a fresh temporary directory and
-// returns its path.
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func mustLoad(t *testing.T, name, content string) *program.Config {
 	t.Helper()
-	path := writeFile(t, name, content)
+	path := testutil.WriteFile(t, name, content)
 	cfg, err := Load(path)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -101,7 +91,7 @@ max_files = 9
 `
 
 func TestFullExample(t *testing.T) {
-	path := writeFile(t, "tend.toml", fullExample)
+	path := testutil.WriteFile(t, "tend.toml", fullExample)
 	dir := filepath.Dir(path)
 	envFile := "# the worker's secrets\nQUEUE=ignored\nexport TOKEN='a b'\nMODE=fast # inline comment\n"
 	if err := os.WriteFile(filepath.Join(dir, "worker.env"), []byte(envFile), 0o600); err != nil {
@@ -168,7 +158,7 @@ func TestFullExampleSetsEveryKey(t *testing.T) {
 }
 
 func TestDefaultsApplied(t *testing.T) {
-	path := writeFile(t, "tend.toml", "[program.web]\nshell = \"exec ./server\"\n")
+	path := testutil.WriteFile(t, "tend.toml", "[program.web]\nshell = \"exec ./server\"\n")
 	dir := filepath.Dir(path)
 	cfg, err := Load(path)
 	if err != nil {
@@ -289,7 +279,7 @@ command = ["b"]
 }
 
 func TestPaths(t *testing.T) {
-	path := writeFile(t, "tend.toml", `
+	path := testutil.WriteFile(t, "tend.toml", `
 [daemon]
 state_dir = "/var/lib/tend/../tend"
 [program.rel]
@@ -318,7 +308,7 @@ cwd = "does/not/exist"
 }
 
 func TestRelativeConfigPath(t *testing.T) {
-	path := writeFile(t, "tend.toml", "[program.a]\ncommand = [\"a\"]\n")
+	path := testutil.WriteFile(t, "tend.toml", "[program.a]\ncommand = [\"a\"]\n")
 	t.Chdir(filepath.Dir(path))
 	cfg, err := Load("tend.toml")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"time"
 
+	find "github.com/tend-sh/tend/internal/locate"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -11,7 +12,7 @@ import (
 // [defaults] both omit takes its value from here.
 
 const (
-	defaultStateDir       = ".tend"
+	defaultStateDir       = find.DefaultStateDir // where clients look for the daemon too
 	defaultAuditRetention = 336 * time.Hour
 	defaultAuditMaxSize   = 1 << 30
 	defaultCwd            = "."

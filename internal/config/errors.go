@@ -3,9 +3,9 @@ package config
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 
+	find "github.com/tend-sh/tend/internal/locate"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -24,22 +24,8 @@ type Error struct {
 	invalid bool
 }
 
-// Error formats the problem as "file:line: key: msg".
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			b.WriteString(":" + strconv.Itoa(e.Line))
-		}
-		b.WriteString(": ")
-	}
-	if e.Key != "" {
-		b.WriteString(e.Key + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// Error formats the problem as "file:line: key: msg" (locate.Message).
+func (e *Error) Error() string { return find.Message(e.File, e.Line, e.Key, e.Msg) }
 
 // Unwrap makes every config problem match program.ErrBadConfig (an API body
 // problem program.ErrInvalid) with errors.Is, plus its cause if any.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // wantLine is the line of doc marked with "# want".
@@ -145,7 +146,7 @@ var badInputs = []struct {
 func TestBadInputs(t *testing.T) {
 	for _, tc := range badInputs {
 		t.Run(tc.name, func(t *testing.T) {
-			path := writeFile(t, "tend.toml", tc.doc)
+			path := testutil.WriteFile(t, "tend.toml", tc.doc)
 			cfg, err := Load(path)
 			if cfg != nil {
 				t.Errorf("got a config along with the error")
@@ -158,7 +159,7 @@ func TestBadInputs(t *testing.T) {
 // A program that inherits a bad [defaults] value reports it once, at the
 // [defaults] line, not once per program.
 func TestDefaultsProblemReportedOnce(t *testing.T) {
-	path := writeFile(t, "tend.toml", "[defaults]\nstop_grace = \"soon\"\n[program.a]\ncommand = [\"a\"]\n[program.b]\ncommand = [\"b\"]\n")
+	path := testutil.WriteFile(t, "tend.toml", "[defaults]\nstop_grace = \"soon\"\n[program.a]\ncommand = [\"a\"]\n[program.b]\ncommand = [\"b\"]\n")
 	_, err := Load(path)
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 1 {
@@ -182,7 +183,7 @@ instances = 0
 [program.b.probe]
 http = "ftp://x"
 `
-	path := writeFile(t, "tend.toml", doc)
+	path := testutil.WriteFile(t, "tend.toml", doc)
 	_, err := Load(path)
 	var es Errors
 	if !errors.As(err, &es) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestParseProgramJSON(t *testing.T) {
@@ -36,7 +37,7 @@ func TestParseProgramJSON(t *testing.T) {
 }
 
 func TestParseProgramJSONWithFileDefaults(t *testing.T) {
-	path := writeFile(t, "tend.toml", "[defaults]\nstop_grace = \"1s\"\nagent = true\n")
+	path := testutil.WriteFile(t, "tend.toml", "[defaults]\nstop_grace = \"1s\"\nagent = true\n")
 	_, defaults, err := LoadWithDefaults(path)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestParseProgramJSONReportsEveryProblem(t *testing.T) {
 // A program added over the API may have a terminal; its size is checked as
 // in a file, with [defaults] under it.
 func TestParseProgramJSONTerminal(t *testing.T) {
-	path := writeFile(t, "tend.toml", "[defaults]\ntty_size = \"100x30\"\n")
+	path := testutil.WriteFile(t, "tend.toml", "[defaults]\ntty_size = \"100x30\"\n")
 	_, defaults, err := LoadWithDefaults(path)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestLabelsMergeWithDefaults(t *testing.T) {
@@ -71,7 +72,7 @@ func TestLabelErrors(t *testing.T) {
 			[]string{"tend.toml:3: program.a.labels: 65 labels, the most a program may have is 64"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(writeFile(t, "tend.toml", tc.toml))
+			_, err := Load(testutil.WriteFile(t, "tend.toml", tc.toml))
 			if err == nil || !errors.Is(err, program.ErrBadConfig) {
 				t.Fatalf("Load: %v, want a config error", err)
 			}
@@ -111,7 +112,7 @@ func TestRemoveOnExitOverTheAPI(t *testing.T) {
 		t.Errorf("a bad label over the API: %v", err)
 	}
 	// A config file has no remove_on_exit: it would come back at every reload.
-	_, err = Load(writeFile(t, "tend.toml", "[program.a]\ncommand = [\"true\"]\nremove_on_exit = true\n"))
+	_, err = Load(testutil.WriteFile(t, "tend.toml", "[program.a]\ncommand = [\"true\"]\nremove_on_exit = true\n"))
 	if err == nil || !strings.Contains(err.Error(), "tend.toml:3: program.a.remove_on_exit: unknown key") {
 		t.Errorf("remove_on_exit in a file: %v", err)
 	}
@@ -119,7 +120,7 @@ func TestRemoveOnExitOverTheAPI(t *testing.T) {
 
 func mustDefaults(t *testing.T, toml string) *Defaults {
 	t.Helper()
-	_, d, err := LoadWithDefaults(writeFile(t, "tend.toml", toml))
+	_, d, err := LoadWithDefaults(testutil.WriteFile(t, "tend.toml", toml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 func TestProcfile(t *testing.T) {
-	path := writeFile(t, "Procfile", "# the fleet\nweb: bundle exec rails s -p $PORT\n\n  worker:   python3 w.py --queue default  \r\nclock.v2: ./clock\n")
+	path := testutil.WriteFile(t, "Procfile", "# the fleet\nweb: bundle exec rails s -p $PORT\n\n  worker:   python3 w.py --queue default  \r\nclock.v2: ./clock\n")
 	dir := filepath.Dir(path)
 	cfg, err := Load(path)
 	if err != nil {
@@ -44,7 +46,7 @@ func TestProcfileVariantsLoadAsProcfiles(t *testing.T) {
 }
 
 func TestProcfileErrors(t *testing.T) {
-	path := writeFile(t, "Procfile", "web: ./server\nno colon here\nWeb: ./x\nweb: ./again\nidle:\n")
+	path := testutil.WriteFile(t, "Procfile", "web: ./server\nno colon here\nWeb: ./x\nweb: ./again\nidle:\n")
 	cfg, err := Load(path)
 	if cfg != nil {
 		t.Error("got a config along with the error")

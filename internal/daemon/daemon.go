@@ -27,6 +27,7 @@ import (
 	"github.com/tend-sh/tend/internal/config"
 	"github.com/tend-sh/tend/internal/events"
 	"github.com/tend-sh/tend/internal/kept"
+	"github.com/tend-sh/tend/internal/locate"
 	"github.com/tend-sh/tend/internal/metrics"
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
@@ -52,7 +53,7 @@ type Options struct {
 
 // Paths inside a state directory.
 const (
-	SocketName = "tend.sock"
+	SocketName = locate.Socket // where clients look for it
 	lockName   = "tend.lock"
 )
 
