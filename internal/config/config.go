@@ -44,7 +44,7 @@ func LoadWithDefaults(path string) (*program.Config, *Defaults, error) {
 // ParseWithDefaults is LoadWithDefaults of the file at path holding data:
 // the text a daemon loaded, parsed again by the binary it upgraded to.
 func ParseWithDefaults(path string, data []byte) (*program.Config, *Defaults, error) {
-	if IsProcfile(path) {
+	if find.IsProcfile(path) { // the names clients know too
 		cfg, err := ParseProcfile(path, data)
 		if err != nil {
 			return nil, nil, err
@@ -53,10 +53,6 @@ func ParseWithDefaults(path string, data []byte) (*program.Config, *Defaults, er
 	}
 	return parseTOML(path, data)
 }
-
-// IsProcfile reports whether Load treats path as a Procfile: the names
-// package locate gives, so a client finds the daemon of either format.
-func IsProcfile(path string) bool { return find.IsProcfile(path) }
 
 // ParseTOML decodes a TOML configuration. file names it in messages, and its
 // directory is where relative paths (state_dir, cwd) resolve.

@@ -340,17 +340,6 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-func TestIsProcfile(t *testing.T) {
-	for path, want := range map[string]bool{
-		"Procfile": true, "/x/Procfile": true, "Procfile.dev": true, "app.procfile": true,
-		"tend.toml": false, "procfile": false, "Procfile.toml.bak": true, "myProcfile": false,
-	} {
-		if got := IsProcfile(path); got != want {
-			t.Errorf("IsProcfile(%q) = %v", path, got)
-		}
-	}
-}
-
 func TestParseSize(t *testing.T) {
 	good := map[string]int64{
 		"0": 0, "1024": 1024, "100B": 100, "10KB": 10_000, "10MB": 10_000_000, "2GB": 2e9, "1TB": 1e12,

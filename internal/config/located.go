@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 
+	find "github.com/tend-sh/tend/internal/locate"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -36,7 +37,7 @@ func Locate(cfg *program.Config, problems []Problem) error {
 	}
 	c := &collector{file: cfg.File}
 	var doc map[string]any
-	if data, err := os.ReadFile(cfg.File); err == nil && !IsProcfile(cfg.File) {
+	if data, err := os.ReadFile(cfg.File); err == nil && !find.IsProcfile(cfg.File) {
 		if d, ix, err := decodeTOML(data); err == nil {
 			doc, c.index = d, ix
 		}

@@ -113,3 +113,15 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// The names Load, and so every client, takes for a Procfile.
+func TestIsProcfile(t *testing.T) {
+	for path, want := range map[string]bool{
+		"Procfile": true, "/x/Procfile": true, "Procfile.dev": true, "app.procfile": true,
+		"tend.toml": false, "procfile": false, "Procfile.toml.bak": true, "myProcfile": false,
+	} {
+		if got := IsProcfile(path); got != want {
+			t.Errorf("IsProcfile(%q) = %v", path, got)
+		}
+	}
+}
