@@ -118,7 +118,14 @@ var kindFields = map[string]func(any) []string{
 		return []string{kv("state", v.State), kv("lifecycle", v.Lifecycle), kv("why", v.Why)}
 	}),
 	program.KindTrackedChanged: fieldsOf(func(v program.TrackedChanged) []string {
-		return []string{kv("ids", strings.Join(v.IDs, ","))}
+		f := []string{kv("count", v.Count)}
+		if len(v.Added) > 0 {
+			f = append(f, kv("added", strings.Join(v.Added, ",")))
+		}
+		if len(v.Removed) > 0 {
+			f = append(f, kv("removed", strings.Join(v.Removed, ",")))
+		}
+		return f
 	}),
 	program.KindDaemon: fieldsOf(func(v program.DaemonPhase) []string {
 		f := []string{kv("phase", v.Phase)}

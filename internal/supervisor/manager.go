@@ -20,7 +20,7 @@ type Manager struct {
 	mem    *memWatch       // samples the runs of programs with max_rss; nil without Deps.Tree
 
 	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
-	trackIDs []string   // the list last published; guarded by trackMu
+	trackIDs map[string]struct{} // the ids as last published; guarded by trackMu
 
 	mu       sync.Mutex             // guards progs, closed, adopt, adopted, intents and starting
 	progs    map[string]*group      // by program name
@@ -501,16 +501,35 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// trackedChanged publishes the id list if it differs from the last one.
+// trackedChanged publishes what changed in the id list since the last
+// time, if anything did. The event carries the change, not the list: at
+// 10,000 instances the whole list is ~150 KB of audit log per add
+// (docs/events.md).
 func (m *Manager) trackedChanged() {
 	m.trackMu.Lock()
 	defer m.trackMu.Unlock()
 	ids := m.IDs()
-	if m.trackIDs != nil && slices.Equal(ids, m.trackIDs) {
+	now := make(map[string]struct{}, len(ids))
+	added := []string{}
+	for _, id := range ids {
+		now[id] = struct{}{}
+		if _, ok := m.trackIDs[id]; !ok {
+			added = append(added, id)
+		}
+	}
+	removed := []string{}
+	for id := range m.trackIDs {
+		if _, ok := now[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	if m.trackIDs != nil && len(added) == 0 && len(removed) == 0 {
 		return
 	}
-	m.trackIDs = ids
-	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: ids}})
+	slices.SortFunc(removed, program.CompareIDs)
+	m.trackIDs = now
+	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged,
+		Data: &program.TrackedChanged{Added: added, Removed: removed, Count: len(ids)}})
 }
 
 // sendAll sends kind to every instance and returns the reply channels.
