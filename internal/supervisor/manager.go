@@ -19,7 +19,7 @@ type Manager struct {
 	forget func(id string) // drops an instance from the broker after it ended
 	mem    *memWatch       // samples the runs of programs with max_rss; nil without Deps.Tree
 
-	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
+	trackMu  sync.Mutex          // serialises tracked_changed, so the last one published is the current list
 	trackIDs map[string]struct{} // the ids as last published; guarded by trackMu
 
 	mu       sync.Mutex             // guards progs, closed, adopt, adopted, intents and starting
