@@ -253,7 +253,7 @@ func TestAddAttached(t *testing.T) {
 		t.Fatalf("a line before the removal: %s", l)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := f.b.Remove(t.Context(), "job"); err != nil {
+	if err := f.b.Remove(t.Context(), "job", program.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for l := range lines {

@@ -80,7 +80,9 @@ func (e *env) runCmd() *cobra.Command {
 // body is the POST /v1/programs body the flags ask for; a bad flag is a
 // usage error (exit 2) before the daemon is asked anything.
 func (f *runFlags) body(cmd *cobra.Command, argv []string) (map[string]any, error) {
-	body := map[string]any{"command": argv}
+	// tend run starts what it adds, whatever [defaults] autostart says
+	// (docs/sessions.md): a run that waits for a start is not a run.
+	body := map[string]any{"command": argv, "autostart": true}
 	if f.name != "" {
 		if !program.ValidName(f.name) {
 			return nil, usageError{fmt.Errorf("run: --name %q: a name matches %s and is not all", f.name, program.NamePattern)}

@@ -154,9 +154,10 @@ func (c *Client) Add(body map[string]any) ([]string, error) {
 	return out.IDs, c.call(context.Background(), "POST", "/v1/programs", nil, body, &out)
 }
 
-// Remove stops every instance of a program and forgets it.
-func (c *Client) Remove(name string) error {
-	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), nil, nil, nil)
+// Remove stops every instance of a program and forgets it, its logs too
+// unless opts.KeepLogs.
+func (c *Client) Remove(name string, opts program.RemoveOptions) error {
+	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), removeQuery(opts), nil, nil)
 }
 
 // Reload makes the daemon re-read its config file. A config with errors is

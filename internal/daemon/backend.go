@@ -41,8 +41,8 @@ func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	return b.d.addProgram(spec, source)
 }
 
-func (b *backend) Remove(ctx context.Context, name string) error {
-	return b.d.removeAndForget(ctx, name)
+func (b *backend) Remove(ctx context.Context, name string, opts program.RemoveOptions) error {
+	return b.d.removeAndForget(ctx, name, opts)
 }
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {

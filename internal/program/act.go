@@ -40,3 +40,12 @@ type Readiness struct {
 	ReadyN    int      `json:"ready_instances"`     // of those, running and ready
 	NotReady  []string `json:"not_ready,omitempty"` // ids of the others (only to trusted callers)
 }
+
+// RemoveOptions qualify the removal of a program (tend rm, DELETE
+// /v1/programs).
+type RemoveOptions struct {
+	// KeepLogs keeps the program's log files (tend rm --keep-logs);
+	// otherwise they go with it, so a later program of the same name
+	// starts with an empty log (docs/sessions.md).
+	KeepLogs bool
+}
