@@ -46,6 +46,10 @@ type TCPOptions struct {
 	// WriteTimeout drops a client that takes no part of a write for this
 	// long. 0: 30 s.
 	WriteTimeout time.Duration
+	// AddUnixOnly refuses POST /v1/programs over TCP, token or not
+	// ([daemon] api_add = "unix"): adding a program runs any command as
+	// the daemon's user (docs/trust.md#the-token-is-root).
+	AddUnixOnly bool
 }
 
 // Defaults of TCPOptions, and the timeouts of the TCP server: shorter than
@@ -106,7 +110,7 @@ func (s *Server) AttachTCP(l net.Listener, opts TCPOptions) (serve func() error,
 	}
 	hosts := newHostCheck(addr, l.Addr(), certs, opts.TLS != nil)
 	srv := &http.Server{
-		Handler:           s.guard(sha256.Sum256([]byte(opts.Token)), hosts),
+		Handler:           s.guard(sha256.Sum256([]byte(opts.Token)), hosts, opts.AddUnixOnly),
 		ReadHeaderTimeout: tcpReadHeaderTimeout,
 		IdleTimeout:       tcpIdleTimeout,
 		MaxHeaderBytes:    tcpMaxHeaderBytes,
