@@ -54,8 +54,9 @@ const (
 	maxAttachMessage = program.MaxInput
 	// attachWriteTimeout drops a client that takes nothing of one message
 	// for this long. (It never slows the run: an Attach that falls behind
-	// is sent a fresh screen instead.)
-	attachWriteTimeout = time.Minute
+	// is sent a fresh screen instead.) With the attach's bounded queue it
+	// bounds what a client that never reads costs (docs/trust.md#floods).
+	attachWriteTimeout = 30 * time.Second
 	// pongTimeout drops a client that does not answer a ping: a peer that
 	// vanished without closing holds nothing for long.
 	pongTimeout = 30 * time.Second
