@@ -179,20 +179,32 @@ func (s *Server) credential(r *http.Request, want [32]byte) (credential, error) 
 		}
 		return byToken, nil
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		if !s.login.browser(c.Value) {
+	if cookies := sessionCookies(r); len(cookies) > 0 {
+		if s.login.browserOf(cookies) == "" {
 			return noCredential, errors.New("session expired; run tend dashboard for a new login code")
 		}
 		page := r.Header.Get(PageHeader)
 		switch {
 		case page == "":
 			return byCookie, nil
-		case s.login.valid(c.Value, page):
+		case s.login.pageOf(cookies, page) != "":
 			return bySession, nil
 		}
 		return noCredential, errNoPage
 	}
 	return noCredential, errors.New("missing token: send Authorization: Bearer TOKEN (the token is in state_dir/token)")
+}
+
+// sessionCookies are the values of every session cookie r carries. A page
+// on another port of the host may set a cookie of the same name for it
+// (cookies know no ports), with a longer path so that it comes first: each
+// is tried, so such a cookie cannot log the dashboard out.
+func sessionCookies(r *http.Request) []string {
+	var out []string
+	for _, c := range r.CookiesNamed(sessionCookie) {
+		out = append(out, c.Value)
+	}
+	return out
 }
 
 // sameOrigin reports whether the request's Origin is this server itself.

@@ -181,6 +181,27 @@ func (l *logins) browserLocked(cookie string) bool {
 	return ok && l.nowLocked().Before(exp)
 }
 
+// browserOf returns the first of cookies that is a live browser session,
+// or "".
+func (l *logins) browserOf(cookies []string) string {
+	for _, c := range cookies {
+		if l.browser(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// pageOf returns the one of cookies whose live page session page is, or "".
+func (l *logins) pageOf(cookies []string, page string) string {
+	for _, c := range cookies {
+		if l.valid(c, page) {
+			return c
+		}
+	}
+	return ""
+}
+
 // valid reports whether page is a live page session of the browser
 // whose cookie this is.
 func (l *logins) valid(cookie, page string) bool {
@@ -322,10 +343,7 @@ func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
-	var cookie string
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		cookie = c.Value
-	}
+	cookie := s.login.browserOf(sessionCookies(r))
 	sid, page, ok := s.login.redeem(r.PostFormValue("code"), cookie) // the body only, never the query
 	if !ok {
 		writeLoginPage(w, http.StatusUnauthorized,
@@ -362,11 +380,12 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 	if cred, _ := overTCP(r); cred != bySession {
 		return badRequest("no dashboard session to end: POST /v1/logout ends the session of the dashboard page that sends it")
 	}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
+	page := r.Header.Get(PageHeader)
+	cookie := s.login.pageOf(sessionCookies(r), page)
+	if cookie == "" {
 		return badRequest("no dashboard session to end")
 	}
-	if s.login.logout(c.Value, r.Header.Get(PageHeader)) {
+	if s.login.logout(cookie, page) {
 		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	}

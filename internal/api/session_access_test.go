@@ -164,3 +164,19 @@ func TestTCPAddUnixOnly(t *testing.T) {
 		t.Errorf("restart with the token, api_add = unix: %d %s", r.code, r.body)
 	}
 }
+
+// Another port's page may set a session cookie of its own for the host
+// (cookies know no ports), which the browser then sends first: the real
+// one still works, and the junk one proves nothing.
+func TestTCPTossedCookie(t *testing.T) {
+	f := newTCP(t)
+	sess := f.login(t)
+	both := sessionCookie + "=junk; " + sess.String()
+	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", both, PageHeader, sess.page); r.code != 200 {
+		t.Errorf("the page's request behind a tossed cookie: %d %s", r.code, r.body)
+	}
+	jsonError(t, "the tossed cookie alone", f.do(t, "GET", "/v1/status", nil, "Cookie", sessionCookie+"=junk", PageHeader, sess.page), http.StatusUnauthorized)
+	if r := f.do(t, "POST", "/v1/logout", nil, "Cookie", both, PageHeader, sess.page, "Origin", f.base); r.code != http.StatusNoContent {
+		t.Errorf("logout behind a tossed cookie: %d %s", r.code, r.body)
+	}
+}

@@ -134,8 +134,7 @@ func (s *Server) attachPage(w http.ResponseWriter, r *http.Request, readOnly boo
 		return
 	}
 	var m pageMessage
-	cookie, cerr := r.Cookie(sessionCookie)
-	if typ != websocket.MessageText || json.Unmarshal(p, &m) != nil || cerr != nil || !s.login.valid(cookie.Value, m.Page) {
+	if typ != websocket.MessageText || json.Unmarshal(p, &m) != nil || s.login.pageOf(sessionCookies(r), m.Page) == "" {
 		c.Close(closeUnauthorized, `not logged in: the first message must be {"page": SECRET}, this page's`)
 		return
 	}
