@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 )
 
 func (e *env) psCmd() *cobra.Command {
@@ -45,7 +46,9 @@ func (e *env) psCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = e.stdout.Write(table)
+			// The daemon escapes the table's cells; so does this, for a
+			// daemon from before it did (docs/trust.md).
+			_, err = io.WriteString(e.stdout, human.EscapeText(string(table)))
 			return err
 		}),
 	}

