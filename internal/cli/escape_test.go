@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/creack/pty"
+	"golang.org/x/term"
+
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -67,7 +74,11 @@ func TestHumanOutputEscapesControls(t *testing.T) {
 		t.Errorf("events:\n%s", ev)
 	}
 
-	// JSON keeps the text exactly.
+	// JSON keeps the text exactly, its C1 and bidi controls as \u escapes
+	// (the encoder escapes C0): the same strings, nothing for a terminal.
+	for _, args := range [][]string{{"ps", "--json"}, {"status", "evil:0", "--json"}, {"status", "all", "--json"}, {"events", "--json"}} {
+		wantNoControls(t, args, d.tend(t, args...).stdout)
+	}
 	var one program.Status
 	if err := json.Unmarshal([]byte(d.tend(t, "status", "evil:0", "--json").stdout), &one); err != nil {
 		t.Fatal(err)
@@ -114,4 +125,58 @@ func wantNoControls(t *testing.T, what []string, out string) {
 			return
 		}
 	}
+}
+
+// TestLogsToATerminalEscapeAllButColours: tend logs prints what the
+// program wrote to a file or a pipe, and with --raw; to a terminal it
+// escapes every control and sequence but its colours.
+func TestLogsToATerminalEscapeAllButColours(t *testing.T) {
+	d := startDaemon(t)
+	d.fleet()
+	line := "\x1b[1;31mred\x1b[0m " + osc52 + oscTitle + " \u009b2J \u202eabc\ttab\r"
+	logLine(t, d, "web:0", time.Now(), logfile.Stdout, line)
+
+	d.tend(t, "logs", "web:0").want(t, 0, line+"\n") // a pipe: as written
+	got := logsOnTerminal(t, d, "logs", "web:0")
+	want := "\x1b[1;31mred\x1b[0m " + `\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b]0;all good\x1b\ \u009b2J \u202eabc` + "\ttab\\r\n"
+	if got != want {
+		t.Errorf("logs to a terminal:\n got %q\nwant %q", got, want)
+	}
+	if got := logsOnTerminal(t, d, "logs", "web:0", "--raw"); got != line+"\n" {
+		t.Errorf("logs --raw to a terminal:\n got %q\nwant %q", got, line+"\n")
+	}
+}
+
+// logsOnTerminal runs the CLI with its stdout on a pseudo-terminal and
+// returns what it printed there (newlines as written, not as the
+// terminal's line discipline turns them into CR LF).
+func logsOnTerminal(t *testing.T, d *fakeDaemon, args ...string) string {
+	t.Helper()
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	// Raw: the line discipline passes the bytes as they are written.
+	if _, err := term.MakeRaw(int(slave.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(master) // EIO once the slave is closed
+		read <- b
+	}()
+	var stderr strings.Builder
+	code := mainWith(context.Background(), append([]string{"--socket", d.sock}, args...), nil, slave, &stderr)
+	slave.Close()
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+	}
+	select {
+	case b := <-read:
+		return string(b)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the terminal never closed")
+	}
+	return ""
 }

@@ -187,3 +187,33 @@ func appendEscaped(b []byte, s string, keepLines bool) []byte {
 	}
 	return b
 }
+
+// EscapeJSON returns the JSON text b with DEL, every C1 control and every
+// bidirectional control written as a \u escape: the same JSON value (they
+// can stand only inside strings, where the escape means the same
+// character), but nothing a terminal would act on when the JSON is printed
+// on one. The encoder already escapes C0 controls; b is returned as it is
+// when there is nothing to escape.
+func EscapeJSON(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); {
+		r, n := rune(b[i]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(b[i:])
+		}
+		if r == 0x7f || r >= utf8.RuneSelf && isControlRune(r) {
+			if out == nil {
+				out = make([]byte, 0, len(b)+16)
+			}
+			out = append(out, b[last:i]...)
+			out = append(out, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+			last = i + n
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
+}

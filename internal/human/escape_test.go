@@ -2,6 +2,7 @@ package human
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -106,6 +107,14 @@ func FuzzHuman(f *testing.F) {
 		checkClean(t, text, true)
 		// EscapeColour keeps SGR sequences and nothing else with an ESC.
 		checkClean(t, sgrRE(colour), true)
+		if j, err := json.Marshal(s); err == nil {
+			var back, want string
+			json.Unmarshal(j, &want)
+			if err := json.Unmarshal(EscapeJSON(j), &back); err != nil || back != want {
+				t.Fatalf("EscapeJSON changed %q: %q, %v", s, back, err)
+			}
+			checkClean(t, string(EscapeJSON(j)), false)
+		}
 		if clean(s, false) && cell != s || clean(s, true) && text != s {
 			t.Fatalf("clean text changed: %q", s)
 		}
@@ -138,5 +147,22 @@ func sgrRE(s string) string {
 			b.WriteByte(0x1b) // not an SGR: checkClean fails on it
 		}
 		s = s[i+n:]
+	}
+}
+
+func TestEscapeJSON(t *testing.T) {
+	in := map[string]string{"why": "a\u009bb \u202ec é中 \x7f\x1b]0;t\a"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := EscapeJSON(raw)
+	checkClean(t, string(got), false)
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || back["why"] != in["why"] {
+		t.Fatalf("EscapeJSON changed the value: %q, %v", back, err)
+	}
+	if plain := []byte(`{"a":"é"}`); &EscapeJSON(plain)[0] != &plain[0] {
+		t.Errorf("clean JSON was copied")
 	}
 }
