@@ -180,3 +180,20 @@ func logsOnTerminal(t *testing.T, d *fakeDaemon, args ...string) string {
 	}
 	return ""
 }
+
+// TestDoctorEscapesControls: doctor's advice quotes what programs wrote
+// (spawn errors, whys); printed escaped.
+func TestDoctorEscapesControls(t *testing.T) {
+	var b strings.Builder
+	writeDoctor(&b, &program.DoctorReport{
+		Events: 3, Tracking: "group", TrackingWhy: "no cgroup \u009b2J",
+		Programs: []*program.DoctorProgram{{Program: "evil", Exits: map[string]int{"runtime_error\x1b[8m": 3}}},
+		Advice:   []string{"evil: spawn failed: exec " + osc52},
+	}, time.Hour)
+	wantNoControls(t, []string{"doctor"}, b.String())
+	for _, want := range []string{`no cgroup \u009b2J`, `runtime_error\x1b[8m 3`, `exec \x1b]52;c;`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("doctor lacks %q:\n%s", want, b.String())
+		}
+	}
+}
