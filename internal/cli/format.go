@@ -18,7 +18,13 @@ import (
 //
 // The time is local, with milliseconds; then the seq, the instance (left out
 // for daemon-wide events), the kind, and the kind's fields as key=value.
+// A field holding a control is quoted; nothing in the line is a raw control
+// (human.Escape).
 func FormatEvent(e program.Event) string {
+	return human.Escape(formatEvent(e))
+}
+
+func formatEvent(e program.Event) string {
 	var b strings.Builder
 	b.WriteString(e.TS.Local().Format("15:04:05.000"))
 	fmt.Fprintf(&b, " #%d", e.Seq)
@@ -54,7 +60,7 @@ func payload[T any](data any) (T, bool) {
 // kv formats one field, quoting values a reader could not split on spaces.
 func kv(key string, v any) string {
 	s := fmt.Sprint(v)
-	if s == "" || strings.ContainsAny(s, " \t\n\"=") {
+	if s == "" || strings.ContainsAny(s, " \t\n\"=") || human.Escape(s) != s {
 		s = strconv.Quote(s)
 	}
 	return key + "=" + s

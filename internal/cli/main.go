@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -141,17 +142,20 @@ func (e *env) report(cmd *cobra.Command, err error) int {
 	var ce configError
 	var ue usageError
 	var af actFailed
+	// An error may quote a program's why or output: escaped, as every
+	// human output is (docs/trust.md).
+	stderr := human.NewWriter(e.stderr)
 	switch {
 	case errors.As(err, &af):
-		fmt.Fprint(e.stderr, af.lines())
+		fmt.Fprint(stderr, af.lines())
 	case errors.As(err, &ce):
-		fmt.Fprintln(e.stderr, strings.TrimRight(ce.msg, "\n"))
+		fmt.Fprintln(stderr, strings.TrimRight(ce.msg, "\n"))
 	case errors.As(err, &ue):
 		// cobra adds suggestions on further lines; one line is enough.
 		msg, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(e.stderr, "tend: %s (see '%s --help')\n", msg, cmd.CommandPath())
+		fmt.Fprintf(stderr, "tend: %s (see '%s --help')\n", msg, cmd.CommandPath())
 	default:
-		fmt.Fprintf(e.stderr, "tend: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "tend: %s\n", oneLine(err.Error()))
 	}
 	return exitCode(err)
 }

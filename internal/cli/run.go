@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -183,7 +184,10 @@ func (e *env) writeOutput(l client.OutputLine) {
 	case "stderr":
 		w = e.stderr
 	case "tend":
-		w, line = e.stderr, "tend: "+l.ID+": "+line
+		// tend's own line may quote the program (a spawn error): escaped,
+		// as every line tend writes for a person; the run's own output is
+		// passed as written, as docker run -a passes it.
+		w, line = e.stderr, "tend: "+l.ID+": "+human.Escape(line)
 	}
 	if !l.Partial {
 		line += "\n"
@@ -195,7 +199,7 @@ func (e *env) writeOutput(l client.OutputLine) {
 // a spawn that failed says why on stderr first.
 func (e *env) runEnded(id string, end *program.RunEnd) error {
 	if end.SpawnError != "" {
-		fmt.Fprintf(e.stderr, "tend: %s: %s\n", id, end.SpawnError)
+		fmt.Fprintf(e.stderr, "tend: %s: %s\n", id, human.Escape(end.SpawnError))
 	}
 	if end.Status == 0 {
 		return nil

@@ -92,6 +92,17 @@ export class LiveTerminal {
     this.term.open(this.box);
     this.term.onData((d) => this.send(this.enc.encode(d)));
     this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+    // A bracketed paste drops ESC and C1 controls first, as xterm and the
+    // daemon's own paste do, so pasted text cannot end its paste and run
+    // what follows (docs/trust.md#pasted-text). Caught before xterm.js's
+    // own handler, on the way down to its textarea.
+    this.box.addEventListener('paste', (ev) => {
+      const text = ev.clipboardData?.getData('text/plain');
+      if (!text || !this.term?.modes.bracketedPasteMode) return;
+      ev.preventDefault();
+      ev.stopPropagation();
+      this.term.paste(text.replace(/[\x1b\x80-\x9f]/g, ''));
+    }, true);
     this.resize();
   }
 
