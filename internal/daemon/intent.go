@@ -10,8 +10,9 @@ import (
 // openIntents reads the intent record an earlier daemon left (it stopped
 // uncleanly: killed, crashed, or upgraded in place), for the manager,
 // whose instances take it up as they are made (SetIntents), and goes on
-// keeping it. A damaged record is set aside and the fleet starts from the
-// config, with one line that names the file.
+// keeping it. A damaged record is set aside and what its journal (or its
+// intact lines) holds is restored, with one line that names the file and
+// says which (docs/daemon.md#damaged-records).
 func (d *daemon) openIntents() (map[string]kept.Intent, error) {
 	loaded, err := kept.LoadIntents(d.state.Root, time.Now())
 	if err != nil {

@@ -85,6 +85,12 @@ type TableLoad[R any] struct {
 	// Problems are one line each: a file set aside, a journal that could
 	// not be read. Records may still hold what could be read.
 	Problems []string
+	// Damaged says NAME was set aside; Applied is how many lines of the
+	// journal were applied. The journal begins with a snapshot of every
+	// record (compactLocked), so a damaged NAME with a journal that applied
+	// loses nothing but a torn last line.
+	Damaged bool
+	Applied int
 }
 
 // LoadTable reads the records an earlier daemon left in NAME, then its
@@ -106,6 +112,7 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 		}
 	}
 	journal := journalOf(name)
+	out.Damaged = damage != nil
 	switch {
 	case damage == nil:
 	case damage.Read:
@@ -119,7 +126,7 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 	case err != nil:
 		out.Problems = append(out.Problems, fmt.Sprintf("%s cannot be read (%v); it is started over", d.Join(journal), cause(err)))
 	default:
-		s.apply(recs, j)
+		out.Applied = s.apply(recs, j)
 	}
 	if len(recs) > 0 {
 		out.Records = sortedByKey(recs, s.Key)
@@ -128,8 +135,8 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 }
 
 // apply applies journal lines to recs; lines that do not parse (a torn
-// last one) are skipped.
-func (s Schema[R]) apply(recs map[string]R, j []byte) {
+// last one) are skipped. It returns how many applied.
+func (s Schema[R]) apply(recs map[string]R, j []byte) (n int) {
 	for line := range bytes.SplitSeq(j, []byte("\n")) {
 		var r R
 		var gone struct {
@@ -141,10 +148,13 @@ func (s Schema[R]) apply(recs map[string]R, j []byte) {
 		switch {
 		case gone.Gone:
 			delete(recs, s.Key(r))
+			n++
 		case s.valid(r):
 			recs[s.Key(r)] = r
+			n++
 		}
 	}
+	return n
 }
 
 // cause is the system error of a path error, which already names the file.
