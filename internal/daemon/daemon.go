@@ -234,7 +234,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 	if up != nil {
 		d.mgr.SetCarried(up.carried())
 	}
-	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+	if err := d.openRuns(up == nil); err != nil { // before the API: an added program records its runs
 		d.intents.Close()
 		d.closeCapture()
 		d.reaper.Stop()

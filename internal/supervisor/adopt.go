@@ -18,6 +18,10 @@ type Adoption struct {
 	// upgrade hands it on): the instance owns it from here. Else a tty
 	// run's master comes from the Keeper.
 	TTYFD int
+	// Found: runs.json had no record of it; its cgroup or the output FIFOs
+	// it holds named it (docs/daemon.md#damaged-records). Run is then 0:
+	// its number is the intent record's, if any.
+	Found bool
 }
 
 // SetAdoptions hands the manager the runs to adopt, by instance id: an

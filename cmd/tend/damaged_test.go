@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
+)
+
+// cut cuts the file at path as a fault would: to n bytes.
+func cut(t *testing.T, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, string(b[:min(n, len(b))]))
+}
+
+// TestALostRunsJSONAdoptsFromCgroupsAndFIFOs (issue 28): the daemon is
+// SIGKILLed and runs.json and its journal are damaged (runs.json cut
+// inside its first record, the journal emptied): every record is lost. The next daemon finds
+// each live run by its instance's cgroup, or without cgroups by the
+// output FIFOs it holds, and adopts its leader (the shell, not the sleep
+// it started): neither killed as the cgroup is made again nor started a
+// second time beside it, and no exited event. One line says each.
+func TestALostRunsJSONAdoptsFromCgroupsAndFIFOs(t *testing.T) {
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	for _, tc := range []struct {
+		name   string
+		cgroup func(t *testing.T) string
+		word   string
+	}{
+		{"cgroup", func(t *testing.T) string { return testutil.CgroupDir(t) }, "cgroup"},
+		{"off", func(*testing.T) string { return "off" }, "output FIFO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "tend.toml")
+			state := filepath.Join(dir, ".tend")
+			arg := strconv.Itoa(100100 + len(tc.name))
+			script := "sleep " + arg + " & wait"
+			write(t, conf, fmt.Sprintf("[daemon]\ncgroup = %q\n\n[program.w]\ncommand = [\"sh\", \"-c\", %q]\ninstances = 2\n", tc.cgroup(t), script))
+			c := client.New(filepath.Join(state, "tend.sock"))
+
+			up := startUp(t, tend, conf)
+			waitRunning(t, c, "w:0", "w:1")
+			first := pids(t, c, "w:0", "w:1")
+			testutil.Eventually(t, "runs.json to hold both runs", func() bool {
+				b, _ := os.ReadFile(filepath.Join(state, "runs.json"))
+				return strings.Contains(string(b), `"pid":`+strconv.Itoa(first["w:0"])) && strings.Contains(string(b), `"pid":`+strconv.Itoa(first["w:1"]))
+			})
+			killUp(t, up, up.Process.Pid, first)
+			seq := len(auditEvents(t, state))
+			cut(t, filepath.Join(state, "runs.json"), 5)
+			write(t, filepath.Join(state, "runs.json.log"), "")
+
+			up, stderr := startUpLogged(t, tend, conf)
+			waitRunning(t, c, "w:0", "w:1")
+			if got := pids(t, c, "w:0", "w:1"); got["w:0"] != first["w:0"] || got["w:1"] != first["w:1"] {
+				t.Errorf("runs %v, before the kill %v: not adopted", got, first)
+			}
+			time.Sleep(500 * time.Millisecond) // what a second copy would take to start
+			if n := countCmdline("sh -c " + script); n != 2 {
+				t.Errorf("%d copies of the run, want 2", n)
+			}
+			if n := countCmdline("sleep " + arg); n != 2 {
+				t.Errorf("%d copies of what the runs started, want 2", n)
+			}
+			for id, pid := range first {
+				if !testutil.Alive(pid) {
+					t.Errorf("%s (pid %d) was killed", id, pid)
+				}
+				if !strings.Contains(stderr(), "runs.json has no record of "+id+", but its "+tc.word) {
+					t.Errorf("no line says how %s was found:\n%s", id, stderr())
+				}
+			}
+			evs := auditEvents(t, state)[seq:]
+			if ex := find(evs, program.KindExited, ""); len(ex) > 0 {
+				t.Errorf("exited events after the restart:\n%s", dump(ex))
+			}
+			downAndGone(t, c, up, first)
+		})
+	}
+}
