@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,5 +90,71 @@ func TestALostRunsJSONAdoptsFromCgroupsAndFIFOs(t *testing.T) {
 			}
 			downAndGone(t, c, up, first)
 		})
+	}
+}
+
+// TestADamagedProgramsJSONKeepsItsPrograms (issue 28): programs.json is
+// cut short after a SIGKILL, losing the program added over the API. The
+// next daemon leaves its run alone, says so, and keeps the program by
+// name; so the daemon after it (killed again) does not stop the run as
+// no longer configured either, and tend doctor names it, until tend add
+// gives the program back and its run is taken over.
+func TestADamagedProgramsJSONKeepsItsPrograms(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	state := filepath.Join(dir, ".tend")
+	write(t, conf, "[program.base]\ncommand = [\"sleep\", \"1000\"]\n")
+	c := client.New(filepath.Join(state, "tend.sock"))
+
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "base:0")
+	body := map[string]any{"name": "viaapi", "command": []string{"sleep", "200071"}}
+	if _, err := c.Add(body); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, c, "viaapi:0")
+	runs := pids(t, c, "base:0", "viaapi:0")
+
+	killUp(t, up, up.Process.Pid, runs)
+	cut(t, filepath.Join(state, "programs.json"), 3)
+	for i, want := range []string{"were lost with the damaged", "was lost with a damaged"} {
+		up, stderr := startUpLogged(t, tend, conf)
+		waitRunning(t, c, "base:0")
+		testutil.Eventually(t, "the line on programs.json", func() bool { return strings.Contains(stderr(), want) }, testutil.Explain(stderr))
+		time.Sleep(time.Second) // what a stray gets before it is stopped
+		if !testutil.Alive(runs["viaapi:0"]) {
+			t.Fatalf("start %d: the run of the program lost with programs.json was stopped:\n%s", i+1, stderr())
+		}
+		if n := countCmdline("sleep 200071"); n != 1 {
+			t.Errorf("start %d: %d copies of viaapi:0 running", i+1, n)
+		}
+		if got := keptNames(t, state); !slices.Contains(got, "viaapi") {
+			t.Errorf("start %d: programs.json names %v", i+1, got)
+		}
+		rep, err := c.Doctor(time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(rep.Advice, "\n"), "viaapi") {
+			t.Errorf("start %d: tend doctor does not name viaapi: %q", i+1, rep.Advice)
+		}
+		if i == 0 {
+			killUp(t, up, up.Process.Pid, runs)
+			continue
+		}
+		// tend add gives the program back, and it takes its run over.
+		if _, err := c.Add(body); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, c, "viaapi:0")
+		if got := pids(t, c, "viaapi:0")["viaapi:0"]; got != runs["viaapi:0"] {
+			t.Errorf("viaapi:0 is pid %d, its run was %d: not adopted", got, runs["viaapi:0"])
+		}
+		if n := countCmdline("sleep 200071"); n != 1 {
+			t.Errorf("%d copies of viaapi:0 running", n)
+		}
+		downAndGone(t, c, up, runs)
 	}
 }

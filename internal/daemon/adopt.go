@@ -81,8 +81,9 @@ func (d *daemon) record(id string, pid, run int, started time.Time) {
 // it has ended; unverifiable ones are never signalled. So are those found
 // without a record and without cgroups (by the FIFOs they hold): what
 // they are is a guess, so they are left alone, reported, and offered
-// again (docs/daemon.md#damaged-records).
-func (d *daemon) settleAdoptions() {
+// again (docs/daemon.md#damaged-records). It returns the names of the
+// programs whose runs it left alone and that this daemon does not have.
+func (d *daemon) settleAdoptions() (alone []string) {
 	n := d.mgr.Adopted()
 	if n > 0 {
 		d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseAdopted, Count: &n}})
@@ -92,6 +93,9 @@ func (d *daemon) settleAdoptions() {
 		if name, _, ok := program.SplitID(id); ok && d.kept.LeaveAlone(name) {
 			if !ended(a.PID, a.StartTicks) {
 				d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
+			}
+			if _, ok := d.mgr.Spec(name); !ok {
+				alone = append(alone, name)
 			}
 			later[id] = a
 			continue
@@ -132,4 +136,5 @@ func (d *daemon) settleAdoptions() {
 		d.mgr.SetAdoptions(later)
 	}
 	d.keeper.settle(later)
+	return alone
 }

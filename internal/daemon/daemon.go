@@ -387,8 +387,7 @@ func (d *daemon) addFleet(upgraded bool) {
 		}
 	}
 	d.reaper.Unexpect() // a run handed over that no instance took: its exit is an orphan's
-	d.settleAdoptions()
-	d.settleIntents()
+	d.settleKept(slices.Concat(d.settleAdoptions(), d.settleIntents()))
 	d.removeStaleGroups()
 }
 
