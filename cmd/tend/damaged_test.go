@@ -158,3 +158,50 @@ func TestADamagedProgramsJSONKeepsItsPrograms(t *testing.T) {
 		downAndGone(t, c, up, runs)
 	}
 }
+
+// TestADamagedIntentJSONKeepsTheDecisions (issue 28): intent.json is cut
+// short after a SIGKILL; the next daemon restores every decision from
+// intent.json.log (a stop, a scale), takes the runs over, and says so in
+// one line.
+func TestADamagedIntentJSONKeepsTheDecisions(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	state := filepath.Join(dir, ".tend")
+	write(t, conf, "[program.w]\ncommand = [\"sleep\", \"200081\"]\n")
+	c := client.New(filepath.Join(state, "tend.sock"))
+
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "w:0")
+	if code, out, errOut := tendRun(t, tend, "-c", conf, "scale", "w", "3"); code != 0 {
+		t.Fatalf("scale: %d %s%s", code, out, errOut)
+	}
+	waitRunning(t, c, "w:1", "w:2")
+	if code, out, errOut := tendRun(t, tend, "-c", conf, "stop", "w:1"); code != 0 {
+		t.Fatalf("stop: %d %s%s", code, out, errOut)
+	}
+	runs := pids(t, c, "w:0", "w:2")
+	testutil.Eventually(t, "intent.json to hold the stop", func() bool {
+		b, _ := os.ReadFile(filepath.Join(state, "intent.json"))
+		return strings.Contains(string(b), `"id":"w:1"`) && strings.Contains(string(b), `"stopped":true`)
+	})
+	killUp(t, up, up.Process.Pid, runs)
+	cut(t, filepath.Join(state, "intent.json"), 10)
+
+	up, stderr := startUpLogged(t, tend, conf)
+	waitRunning(t, c, "w:0", "w:2")
+	testutil.Eventually(t, "the line on intent.json", func() bool { return strings.Contains(stderr(), "restored from intent.json.log") }, testutil.Explain(stderr))
+	if ids, err := c.Statuses("w"); err != nil || len(ids) != 3 {
+		t.Errorf("w after the kill: %d instances, %v", len(ids), err)
+	}
+	if st := statusOf(t, c, "w:1"); st.State != program.StateStopped {
+		t.Errorf("w:1 after the kill: %+v", st)
+	}
+	for id, pid := range pids(t, c, "w:0", "w:2") {
+		if runs[id] != pid {
+			t.Errorf("%s: pid %d, %d before the kill", id, pid, runs[id])
+		}
+	}
+	downAndGone(t, c, up, runs)
+}
