@@ -205,3 +205,52 @@ func TestADamagedIntentJSONKeepsTheDecisions(t *testing.T) {
 	}
 	downAndGone(t, c, up, runs)
 }
+
+// TestAReloadStopIsNoCrashAfterAKill (issue 28): a reload replaces a
+// program whose run takes two seconds to stop; the daemon is SIGKILLed
+// during the stop. The next daemon counts the run's end as the restart
+// tend made (operator_restart), not as a crash, and starts it afresh
+// under the new config.
+func TestAReloadStopIsNoCrashAfterAKill(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	state := filepath.Join(dir, ".tend")
+	prog := func(v string) string {
+		return "[program.w]\nshell = \"trap 'sleep 2; exit 0' TERM; while :; do sleep 0.1; done\"\nstop_grace = \"30s\"\nenv = { V = \"" + v + "\" }\n"
+	}
+	write(t, conf, prog("1"))
+	c := client.New(filepath.Join(state, "tend.sock"))
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "w:0")
+	runs := pids(t, c, "w:0")
+
+	write(t, conf, prog("2"))
+	reload := tendStart(t, tend, "-c", conf, "reload")
+	testutil.Eventually(t, "the reload to stop w:0", func() bool { return statusOf(t, c, "w:0").State == program.StateStopping })
+	seq := lastSeq(t, c)
+	killUp(t, up, up.Process.Pid, runs)
+	reload.wait(t)
+
+	up = startUp(t, tend, conf)
+	testutil.Eventually(t, "w:0 to run afresh", func() bool {
+		st, err := c.Status("w:0")
+		return err == nil && st.State == program.StateRunning && st.PID != nil && *st.PID != runs["w:0"]
+	}, testutil.Explain(eventsOf(c)))
+	evs, err := c.Events(seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := find(evs, program.KindExited, "w:0")
+	if len(ex) != 1 {
+		t.Fatalf("%d exited events for w:0 after the kill:\n%s", len(ex), dump(evs))
+	}
+	if e := ex[0].Data.(*program.Exited); e.LikelyCause != program.CauseOperatorRestart || e.CrashCount != 0 {
+		t.Errorf("the end of the run the reload stopped: %s", ex[0].JSON)
+	}
+	if st := statusOf(t, c, "w:0"); st.CrashCount != 0 {
+		t.Errorf("w:0 after the kill: %+v", st)
+	}
+	downAndGone(t, c, up, runs)
+}

@@ -45,6 +45,11 @@ type Intent struct {
 	// status's next_start_at, kept to the nanosecond).
 	Backoff   *program.Backoff `json:"backoff,omitempty"`
 	NextStart time.Time        `json:"next_start,omitzero"`
+	// Retiring: tend itself was stopping the run for good (a reload that
+	// replaces or removes its program, tend rm, a scale down), so its end
+	// is that stop's, never a crash, also when a daemon killed meanwhile
+	// leaves it to the next one (docs/daemon.md#damaged-records).
+	Retiring bool `json:"retiring,omitempty"`
 }
 
 // IsProgram says whether r is a program's record (else an instance's).

@@ -106,13 +106,18 @@ func (in *Instance) record() {
 // endOver counts the end of a recorded run that was over before this
 // daemon could hold it (it died while no daemon watched): as an adopted
 // run's end, with the status unknown, after which the restart policy
-// decides. It is never started again as if nothing had happened. stopped
-// says the operator had stopped it: then it stays stopped. It returns
-// what the instance does first: nothing, the policy has decided.
-func (in *Instance) endOver(a Adoption, stopped bool) first {
+// decides. It is never started again as if nothing had happened. was is
+// what restore made of the intent record: firstStop, the operator had
+// stopped it, and it stays stopped; firstRestart, tend itself was
+// stopping it (a reload), and its end is that restart's, not a crash. It
+// returns what the instance does first: nothing, the policy has decided.
+func (in *Instance) endOver(a Adoption, was first) first {
 	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt, adopted: true}
-	if stopped {
+	switch was {
+	case firstStop:
 		in.cur.intent = restart.IntentStop
+	case firstRestart:
+		in.cur.intent = restart.IntentOperatorRestart
 	}
 	in.state = program.StateRunning
 	st := reaper.Status{PID: a.PID, Adopted: true, At: time.Now()}
