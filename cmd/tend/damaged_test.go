@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
@@ -251,6 +253,51 @@ func TestAReloadStopIsNoCrashAfterAKill(t *testing.T) {
 	}
 	if st := statusOf(t, c, "w:0"); st.CrashCount != 0 {
 		t.Errorf("w:0 after the kill: %+v", st)
+	}
+	downAndGone(t, c, up, runs)
+}
+
+// TestStaleFIFOsAreRemoved (issue 28): output FIFOs no run uses are
+// removed as the daemon starts (those of an instance that is gone) and
+// once a run left by an earlier daemon and no longer configured has been
+// stopped; those of the fleet's runs stay, and nothing that is not a FIFO
+// is touched.
+func TestStaleFIFOsAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	state := filepath.Join(dir, ".tend")
+	fifo := filepath.Join(state, "fifo")
+	fleet := func(n int) string {
+		return fmt.Sprintf("[program.w]\ncommand = [\"sleep\", \"200091\"]\ninstances = %d\n", n)
+	}
+	write(t, conf, fleet(2))
+	c := client.New(filepath.Join(state, "tend.sock"))
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "w:0", "w:1")
+	runs := pids(t, c, "w:0", "w:1")
+	killUp(t, up, up.Process.Pid, runs)
+
+	for _, n := range []string{"gone-0.out", "gone-0.err", "old-3"} {
+		if err := unix.Mkfifo(filepath.Join(fifo, n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(fifo, "notes.txt"), "not a FIFO")
+	write(t, conf, fleet(1))
+	up = startUp(t, tend, conf)
+	waitRunning(t, c, "w:0")
+	testutil.Eventually(t, "the stale FIFOs to go", func() bool {
+		names, _ := filepath.Glob(filepath.Join(fifo, "*"))
+		for i := range names {
+			names[i] = filepath.Base(names[i])
+		}
+		slices.Sort(names)
+		return slices.Equal(names, []string{"notes.txt", "w-0.err", "w-0.out"})
+	}, testutil.Explain(func() string { names, _ := filepath.Glob(filepath.Join(fifo, "*")); return strings.Join(names, " ") }))
+	if !testutil.Alive(runs["w:0"]) || pids(t, c, "w:0")["w:0"] != runs["w:0"] {
+		t.Errorf("w:0 was not adopted")
 	}
 	downAndGone(t, c, up, runs)
 }

@@ -130,6 +130,7 @@ func (d *daemon) settleAdoptions() (alone []string) {
 				<-done
 			}
 			d.removeGroupOf(id) // what the stray started goes with it
+			d.removeFIFOsOf(id)
 		}()
 	}
 	if len(later) > 0 {

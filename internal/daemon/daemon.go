@@ -389,6 +389,7 @@ func (d *daemon) addFleet(upgraded bool) {
 	d.reaper.Unexpect() // a run handed over that no instance took: its exit is an orphan's
 	d.settleKept(slices.Concat(d.settleAdoptions(), d.settleIntents()))
 	d.removeStaleGroups()
+	d.removeStaleFIFOs()
 }
 
 // stop stops every instance, then everything else, in the reverse order of

@@ -3,6 +3,8 @@ package daemon
 import (
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/runs"
 	"github.com/tend-sh/tend/internal/supervisor"
@@ -68,6 +70,58 @@ func (d *daemon) findUnrecorded(recorded map[string]supervisor.Adoption) map[str
 		take(id, dedup(pids), "its output FIFO in "+d.state.FIFO.Path())
 	}
 	return found
+}
+
+// removeStaleFIFOs removes, once the fleet is up, the output FIFOs in
+// state_dir/fifo of instances that no longer exist and whose runs are
+// neither recorded nor left alone: those of a daemon killed while it
+// scaled down or removed a program, which no instance's end removed (an
+// instance removes its own as it ends). Listed before the instances are,
+// so a FIFO made meanwhile for a new instance is that instance's.
+func (d *daemon) removeStaleFIFOs() {
+	if d.state.FIFO == nil {
+		return
+	}
+	names, err := d.state.FIFO.Names()
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, id := range d.mgr.IDs() {
+		keep[id] = true
+	}
+	for _, r := range d.runs.Records() {
+		keep[r.ID] = true
+	}
+	for _, id := range d.mgr.Offered() {
+		keep[id] = true
+	}
+	for _, n := range names {
+		if id, ok := idOfBase(fifoBase(n)); ok && keep[id] {
+			continue
+		}
+		if st, err := d.state.FIFO.Lstat(n); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			continue // only FIFOs: whatever else is there is not tend's to remove
+		}
+		if err := d.state.FIFO.Remove(n); err != nil {
+			d.note("%v", err)
+		}
+	}
+}
+
+// removeFIFOsOf removes the output FIFOs of instance id, whose run has
+// ended outside any instance (a stray stopped).
+func (d *daemon) removeFIFOsOf(id string) {
+	name, k, ok := program.SplitID(id)
+	if d.state.FIFO == nil || !ok {
+		return
+	}
+	base := program.InstanceBase(name, k)
+	for _, n := range []string{base + ".out", base + ".err", base} {
+		if st, err := d.state.FIFO.Lstat(n); err == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			_ = d.state.FIFO.Remove(n)
+		}
+	}
 }
 
 // fifoBase is the instance base ("NAME-K") of an output FIFO's name:

@@ -44,6 +44,18 @@ func (m *Manager) Unclaimed() map[string]Adoption {
 	return a
 }
 
+// Offered lists the ids of the adoptions no instance has taken yet (runs
+// left alone, offered again), without forgetting them.
+func (m *Manager) Offered() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.adopt))
+	for id := range m.adopt {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // Adopted is how many runs instances have taken over.
 func (m *Manager) Adopted() int {
 	m.mu.Lock()
