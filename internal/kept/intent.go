@@ -68,6 +68,7 @@ var intentSchema = statedir.Schema[Intent]{
 	Key:      func(r Intent) string { return r.ID },
 	KeyField: "id",
 	Valid:    Intent.valid,
+	Durable:  true, // an operator's decisions survive a power cut too
 }
 
 // SpecDigest names a program's spec apart from its instance count (which
@@ -179,10 +180,19 @@ func (k *Intents) Get(id string) (Intent, bool) {
 	return k.t.Get(id)
 }
 
-// Sync writes every record put so far to the journal.
+// Sync writes every record put so far to the journal and flushes it to
+// disk: an operator's decision, before the API answers it.
 func (k *Intents) Sync() {
 	if k != nil {
 		k.t.Sync()
+	}
+}
+
+// Write writes every record put so far to the journal, without the flush:
+// what must survive a kill of the daemon, at the pace of a loop.
+func (k *Intents) Write() {
+	if k != nil {
+		k.t.Write()
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Table keeps records, one per key, that must outlive the daemon that
@@ -60,6 +62,10 @@ type Schema[R any] struct {
 	Key      func(R) string // a record's key, never ""
 	KeyField string         // the key's JSON name, for the journal's delete lines
 	Valid    func(R) bool   // whether a record read back names anything; nil = all with a key
+	// Durable: the records must survive a power cut too, not only a kill
+	// of the daemon (an operator's decisions): Sync flushes the journal,
+	// and a compaction flushes the new files before it renames them.
+	Durable bool
 }
 
 // compactEvery is how often, at most, a Table's file is rewritten from its
@@ -218,8 +224,21 @@ func (t *Table[R]) Put(r R) {
 	}
 }
 
-// Sync writes what Put left for the writer to the journal now.
+// Sync writes what Put left for the writer to the journal now, and with
+// a Durable schema flushes the journal to disk (fdatasync): what an
+// operator decided survives a power cut too once the API has answered it.
 func (t *Table[R]) Sync() {
+	t.mu.Lock()
+	t.journalPendingLocked()
+	if t.journal != nil && t.schema.Durable {
+		_ = unix.Fdatasync(int(t.journal.Fd()))
+	}
+	t.mu.Unlock()
+}
+
+// Write is Sync without the flush to disk: enough for what must survive
+// a kill of the daemon, not of the machine.
+func (t *Table[R]) Write() {
 	t.mu.Lock()
 	t.journalPendingLocked()
 	t.mu.Unlock()
@@ -339,7 +358,7 @@ func (t *Table[R]) writer() {
 	for {
 		select {
 		case <-t.put:
-			t.Sync()
+			t.Write()
 		case <-t.dirty:
 			if compact == nil {
 				compact = time.After(compactEvery)
@@ -380,7 +399,7 @@ func (t *Table[R]) compactLocked() error {
 		snap.WriteByte('\n')
 	}
 	file.WriteString("\n]\n")
-	if err := t.dir.WriteFileAtomic(t.name, file.Bytes(), 0o600, false); err != nil {
+	if err := t.dir.WriteFileAtomic(t.name, file.Bytes(), 0o600, t.schema.Durable); err != nil {
 		return err
 	}
 	journal := journalOf(t.name)
@@ -388,7 +407,10 @@ func (t *Table[R]) compactLocked() error {
 	_ = t.dir.Remove(tmp)
 	j, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err == nil {
-		if _, err = j.Write(snap.Bytes()); err == nil {
+		if _, err = j.Write(snap.Bytes()); err == nil && t.schema.Durable {
+			err = j.Sync() // the old journal, flushed, stays until this one is
+		}
+		if err == nil {
 			err = t.dir.Rename(tmp, journal)
 		}
 		if err != nil {

@@ -97,7 +97,7 @@ func (in *Instance) keepRetiring() {
 		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
 		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next, Retiring: true,
 	})
-	in.deps.Intents.Sync()
+	in.deps.Intents.Write()
 }
 
 // restore takes up an instance's intent record r (ok: there is one), with
