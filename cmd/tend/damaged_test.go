@@ -310,3 +310,40 @@ func TestStaleFIFOsAreRemoved(t *testing.T) {
 	}
 	downAndGone(t, c, up, runs)
 }
+
+// TestALostRunsJSONTerminalIsFoundByTheKeeper (issue 28): without cgroups
+// a terminal agent's run holds no FIFO, but the keeper holds its master
+// with its pid and start time: with runs.json and its journal lost, the
+// next daemon adopts it from there rather than starting a second copy.
+func TestALostRunsJSONTerminalIsFoundByTheKeeper(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	becomeSubreaper(t)
+	conf := filepath.Join(dir, "tend.toml")
+	state := filepath.Join(dir, ".tend")
+	write(t, conf, "[daemon]\ncgroup = \"off\"\n\n[program.term]\ncommand = [\"sleep\", \"200111\"]\ntty = true\n")
+	c := client.New(filepath.Join(state, "tend.sock"))
+	up := startUp(t, tend, conf)
+	waitRunning(t, c, "term:0")
+	runs := pids(t, c, "term:0")
+	keeper := keeperOf(t, dir)
+	killUp(t, up, up.Process.Pid, runs)
+	orphaned(t, keeper)
+	cut(t, filepath.Join(state, "runs.json"), 5)
+	write(t, filepath.Join(state, "runs.json.log"), "")
+
+	up, stderr := startUpLogged(t, tend, conf)
+	waitRunning(t, c, "term:0")
+	if got := pids(t, c, "term:0"); got["term:0"] != runs["term:0"] {
+		t.Errorf("term:0 is pid %d, its run was %d: not adopted\n%s", got["term:0"], runs["term:0"], stderr())
+	}
+	time.Sleep(500 * time.Millisecond) // what a second copy would take to start
+	if n := countCmdline("sleep 200111"); n != 1 {
+		t.Errorf("%d copies of term:0 running", n)
+	}
+	if !strings.Contains(stderr(), "runs.json has no record of term:0, but the keeper holds its terminal") {
+		t.Errorf("no line says how term:0 was found:\n%s", stderr())
+	}
+	downAndGone(t, c, up, runs)
+	testutil.Eventually(t, "the keeper to go", func() bool { return !testutil.Alive(keeper) })
+}

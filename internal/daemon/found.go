@@ -11,8 +11,10 @@ import (
 )
 
 // findUnrecorded finds the live runs runs.json has no record of (it was
-// lost or damaged, with its journal): by their instance's cgroup, or
-// without cgroups by the output FIFOs they hold open (runs.Holders). Each
+// lost or damaged, with its journal): a terminal's by the keeper, which
+// holds its master with the run's pid and start time; others by their
+// instance's cgroup, or without cgroups by the output FIFOs they hold
+// open (runs.Holders). Each
 // is offered for adoption like a recorded run, marked Found, so that its
 // instance takes it over instead of starting a second copy beside it and
 // (with cgroups) instead of killing it as it makes the group afresh
@@ -27,15 +29,21 @@ func (d *daemon) findUnrecorded(recorded map[string]supervisor.Adoption) map[str
 		found[id] = supervisor.Adoption{PID: leader.PID, StartTicks: leader.StartTicks, StartedAt: runs.StartedAt(leader.StartTicks), Found: true}
 		d.note("runs.json has no record of %s, but %s holds its run: pid %d, taken as the run (of %d processes)", id, where, leader.PID, len(pids))
 	}
+	for id, r := range d.keeper.held() {
+		if _, rec := recorded[id]; !rec && !ended(r.PID, r.Ticks) {
+			found[id] = supervisor.Adoption{PID: r.PID, StartTicks: r.Ticks, StartedAt: runs.StartedAt(r.Ticks), Found: true}
+			d.note("runs.json has no record of %s, but the keeper holds its terminal: pid %d, taken as the run", id, r.PID)
+		}
+	}
 	if d.cgroups != nil {
 		names, err := d.cgroups.Names()
 		if err != nil {
 			d.note("looking for runs not in runs.json: %v", err)
-			return nil
+			return found
 		}
 		for _, n := range names {
 			id, ok := idOfBase(n)
-			if _, rec := recorded[id]; !ok || rec {
+			if _, rec := recorded[id]; !ok || rec || found[id].PID != 0 {
 				continue
 			}
 			g := d.cgroups.Group(n)
@@ -46,17 +54,17 @@ func (d *daemon) findUnrecorded(recorded map[string]supervisor.Adoption) map[str
 		return found
 	}
 	if d.state.FIFO == nil {
-		return nil
+		return found
 	}
 	names, err := d.state.FIFO.Names()
 	if err != nil {
-		return nil
+		return found
 	}
 	paths := map[string]bool{}
 	ids := map[string]string{} // FIFO path -> instance id
 	for _, n := range names {
 		id, ok := idOfBase(fifoBase(n))
-		if _, rec := recorded[id]; !ok || rec {
+		if _, rec := recorded[id]; !ok || rec || found[id].PID != 0 {
 			continue
 		}
 		p := d.state.FIFO.Join(n)
