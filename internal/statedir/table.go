@@ -21,9 +21,10 @@ import (
 // disk the moment they are made, so a Table writes two files:
 //
 //   - NAME.log, the journal: each change is appended at once as one JSON
-//     line (one write(2), no fsync: it only has to survive the daemon, not
-//     the machine), so a daemon killed the instant after a change has
-//     still recorded it;
+//     line (one write(2), no fsync: that survives the daemon, not the
+//     machine), so a daemon killed the instant after a change has still
+//     recorded it; a Durable table's Sync also flushes it to disk, for
+//     what must survive a power cut (an operator's decisions);
 //   - NAME, the whole set, one record a line (MarshalLines), rewritten at
 //     most once a second and renamed into place (never torn); then the
 //     journal starts over from a snapshot of the set.
