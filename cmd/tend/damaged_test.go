@@ -263,6 +263,15 @@ func TestAReloadStopIsNoCrashAfterAKill(t *testing.T) {
 	if st := statusOf(t, c, "w:0"); st.CrashCount != 0 {
 		t.Errorf("w:0 after the kill: %+v", st)
 	}
+	rep, err := c.Doctor(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Advice {
+		if strings.Contains(a, "crash") {
+			t.Errorf("tend doctor: %s", a)
+		}
+	}
 	downAndGone(t, c, up, runs)
 }
 
