@@ -144,7 +144,7 @@ func LoadIntents(dir *statedir.Dir, now time.Time) (IntentLoad, error) {
 		if l.Damaged && l.Applied > 0 {
 			how = fmt.Sprintf("%d records restored from %s, which holds every decision", len(l.Records), IntentFile+".log")
 		}
-		out.Problem = fmt.Sprintf("%s is damaged (%s): %s", dir.Join(IntentFile), strings.Join(l.Problems, "; "), how)
+		out.Problem = strings.Join(l.Problems, "; ") + ": " + how // each problem names its file
 	}
 	return out, nil
 }
