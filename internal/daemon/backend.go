@@ -189,6 +189,7 @@ func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 		return nil, err
 	}
 	rep.Tracking, rep.TrackingWhy = b.d.tracking, b.d.trackingWhy
+	rep.Advice = append(rep.Advice, b.d.damageAdvice()...)
 	if rep.Tracking != program.TrackingCgroup {
 		rep.Advice = append(rep.Advice, "runs are tracked by process group and tree, not cgroups ("+rep.TrackingWhy+
 			"): a process that leaves both is ended only if tend saw it; for full containment run tend as root on a cgroup v2 host, or as the shipped systemd unit (Delegate=yes)")

@@ -234,7 +234,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 	if up != nil {
 		d.mgr.SetCarried(up.carried())
 	}
-	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+	if err := d.openRuns(up == nil); err != nil { // before the API: an added program records its runs
 		d.intents.Close()
 		d.closeCapture()
 		d.reaper.Stop()
@@ -387,9 +387,9 @@ func (d *daemon) addFleet(upgraded bool) {
 		}
 	}
 	d.reaper.Unexpect() // a run handed over that no instance took: its exit is an orphan's
-	d.settleAdoptions()
-	d.settleIntents()
+	d.settleKept(slices.Concat(d.settleAdoptions(), d.settleIntents()))
 	d.removeStaleGroups()
+	d.removeStaleFIFOs()
 }
 
 // stop stops every instance, then everything else, in the reverse order of

@@ -113,6 +113,19 @@ func (k *ttyKeeper) Take(id string, pid int) (int, bool) {
 	return h.FD, true
 }
 
+// held returns the runs whose masters an earlier daemon left with the
+// keeper, by instance id: each names its run's leader for good (pid and
+// start time), a record of its own beside runs.json.
+func (k *ttyKeeper) held() map[string]keeper.Run {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]keeper.Run, len(k.taken))
+	for id, h := range k.taken {
+		out[id] = h.Run
+	}
+	return out
+}
+
 // settle lets go of the masters no adoption claimed, keeping those of runs
 // offered again for a later adoption (a program that may come back).
 func (k *ttyKeeper) settle(later map[string]supervisor.Adoption) {
