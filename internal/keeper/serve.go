@@ -32,7 +32,7 @@ type held struct {
 type keeper struct {
 	ep     int
 	listen int
-	dir    int // the state directory, where the socket is (leave)
+	dir    int           // the state directory, where the socket is (leave)
 	conns  map[int]bool  // daemons' connections: the one of the moment, and one dying, whose last words still count
 	byFD   map[int]*held // by pidfd (the epoll events' key)
 	byRun  map[Run]*held
