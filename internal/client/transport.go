@@ -45,7 +45,7 @@ var ErrUntrustedDaemon = errors.New("served by another user")
 // is a *dialError.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	conn, err := d.DialContext(ctx, "unix", c.via)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
