@@ -27,8 +27,9 @@ const maxLinks = 40
 //
 // The walk resolves the path as the kernel does, one name at a time,
 // following symlinks, so every directory the path passes through is
-// checked, those a symlink leads to included. The state directory itself
-// (the last name) is not resolved: Open checks it.
+// checked, those a symlink leads to included. It stops at the first name
+// missing: tend makes the rest itself. The state directory itself (the
+// last name) is not resolved: Open checks it.
 func checkParents(what, abs string) error {
 	euid := uint32(os.Geteuid())
 	todo := split(abs)
@@ -48,7 +49,9 @@ func checkParents(what, abs string) error {
 		}
 		next := filepath.Join(dir, name)
 		var st unix.Stat_t
-		if err := unix.Lstat(next, &st); err != nil {
+		if err := unix.Lstat(next, &st); err == unix.ENOENT {
+			return nil // the rest is tend's to make, in dir, which is safe
+		} else if err != nil {
 			return fmt.Errorf("%s: %s: %w", what, next, err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {

@@ -58,11 +58,11 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkParents("state_dir", abs); err != nil {
+		return nil, err // before making anything in a directory another user controls
+	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
-	}
-	if err := checkParents("state_dir", abs); err != nil {
-		return nil, err
 	}
 	if err := unix.Mkdir(abs, 0o700); err != nil && err != unix.EEXIST {
 		return nil, fmt.Errorf("state_dir: mkdir %s: %w", abs, err)

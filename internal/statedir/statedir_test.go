@@ -219,8 +219,9 @@ func TestOpenRefusesReplaceableParents(t *testing.T) {
 	open := filepath.Join(mk(filepath.Join(base, "open"), 0o777, -1), "mine")
 	mk(open, 0o755, -1)
 	cases := map[string]string{ // the state dir: the parent its refusal names
-		filepath.Join(open, ".tend"):       filepath.Join(base, "open") + ", a parent of state_dir",
-		filepath.Join(base, "open", "new"): filepath.Join(base, "open") + ", a parent of state_dir",
+		filepath.Join(open, ".tend"):                 filepath.Join(base, "open") + ", a parent of state_dir",
+		filepath.Join(base, "open", "new"):           filepath.Join(base, "open") + ", a parent of state_dir",
+		filepath.Join(base, "open", "made", ".tend"): filepath.Join(base, "open") + ", a parent of state_dir",
 	}
 	sticky := mk(filepath.Join(base, "sticky"), os.ModeSticky|0o777, -1)
 	mk(filepath.Join(sticky, "x"), 0o755, -1)
@@ -255,6 +256,9 @@ func TestOpenRefusesReplaceableParents(t *testing.T) {
 		}
 		if _, serr := os.Lstat(path); serr == nil {
 			t.Errorf("%s was made before the refusal", path)
+		}
+		if _, serr := os.Lstat(filepath.Join(base, "open", "made")); serr == nil {
+			t.Errorf("a parent was made before the refusal")
 		}
 	}
 	for _, path := range fine {
