@@ -105,7 +105,7 @@ func keeperOf(dir string) int {
 		return 0
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 2 {
+	if len(f) != 3 {
 		return 0
 	}
 	pid, err := strconv.Atoi(f[0])

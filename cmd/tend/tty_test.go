@@ -160,7 +160,7 @@ func TestTerminalProgramsEndToEnd(t *testing.T) {
 }
 
 // keeperOf is the tend-keeper process serving dir's state dir: the pid its
-// daemon recorded in keeper.pid, a live process whose descriptor 3 is its
+// daemon recorded in keeper.pid (PID TICKS MAKER), a live process whose descriptor 3 is its
 // socket. (/proc/net/unix cannot tell: the socket is bound through the
 // state directory's descriptor, and named so.)
 func keeperOf(t *testing.T, dir string) int {
@@ -168,7 +168,7 @@ func keeperOf(t *testing.T, dir string) int {
 	b, _ := os.ReadFile(filepath.Join(dir, ".tend", "keeper.pid"))
 	f := strings.Fields(string(b))
 	pid := 0
-	if len(f) == 2 {
+	if len(f) == 3 {
 		pid, _ = strconv.Atoi(f[0])
 	}
 	if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3"); pid <= 0 || !strings.HasPrefix(l, "socket:") {

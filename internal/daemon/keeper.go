@@ -158,7 +158,7 @@ func (k *ttyKeeper) connectLocked() error {
 	if err := k.startLocked(); err != nil {
 		return err
 	}
-	c, err = keeper.DialStarted(k.sock, k.pid, k.child, 10*time.Second)
+	c, err = keeper.Dial(k.sock, k.knownLocked()...)
 	if err != nil {
 		return err
 	}
@@ -166,12 +166,14 @@ func (k *ttyKeeper) connectLocked() error {
 	return nil
 }
 
-// knownLocked are the pids tend's keeper may have: the one this daemon
-// started, the one the state directory records, and this process itself
-// (before a tend upgrade from a version whose daemon listened on the
-// keeper's socket itself, the kernel names it as the keeper's peer).
+// knownLocked are the pids the peer of tend's keeper's socket may have:
+// the keeper this daemon started, the one the state directory records (and
+// the daemon that made its socket), and this process itself. The daemon
+// makes the listening socket, and until the keeper listens on it again the
+// kernel names the daemon as the peer (so it does for a keeper started
+// before a tend upgrade by a version whose keeper did not listen again).
 func (k *ttyKeeper) knownLocked() []int {
-	return []int{k.pid, keeper.Recorded(k.d.state.Root), os.Getpid()}
+	return append(keeper.Recorded(k.d.state.Root), k.pid, os.Getpid())
 }
 
 // refusedLocked says so when err is the refusal of a socket served by
@@ -184,10 +186,10 @@ func (k *ttyKeeper) refusedLocked(err error) {
 
 // startLocked starts a keeper: this binary again, as tend-keeper, in a
 // session of its own, with /dev/null for its streams and the listening
-// socket as descriptor 3 (bound, for it to listen on) and the state
-// directory as descriptor 4, and nothing else.
+// socket as descriptor 3 and the state directory as descriptor 4, and
+// nothing else.
 func (k *ttyKeeper) startLocked() error {
-	lfd, err := keeper.Bind(k.sock)
+	lfd, err := keeper.Listen(k.sock)
 	if err != nil {
 		return err
 	}

@@ -324,7 +324,7 @@ func keeperPID(t *testing.T, dir string) int {
 	}
 	f := strings.Fields(string(b))
 	pid := 0
-	if len(f) == 2 {
+	if len(f) == 3 {
 		pid, _ = strconv.Atoi(f[0])
 	}
 	if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3"); pid <= 0 || !strings.HasPrefix(l, "socket:") {

@@ -15,7 +15,7 @@ import (
 	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// The daemon's side: Bind makes the socket a new keeper serves, Dial
+// The daemon's side: Listen makes the socket a new keeper serves, Dial
 // connects to the keeper of the moment and makes sure it is one.
 
 // Socket is where the keeper's socket is: SocketName in the state
@@ -33,14 +33,14 @@ func At(d *statedir.Dir) Socket { return Socket{DirFD: d.FD(), Path: d.Join(Sock
 // via is the path that reaches the socket through DirFD.
 func (s Socket) via() string { return statedir.Via(s.DirFD, SocketName, s.Path) }
 
-// Bind makes the keeper's socket, replacing one left there (the caller
-// binds only when no keeper it trusts serves it: nothing but a socket is
-// ever removed), and returns its descriptor, close-on-exec, for a new
-// keeper's descriptor 3. It is bound but not listening: the keeper
-// listens itself (serve), so that the kernel names the keeper, not the
-// daemon that bound it, as the peer of every connection (SO_PEERCRED),
-// and a daemon can tell it from another process serving the path.
-func Bind(s Socket) (int, error) {
+// Listen makes the keeper's socket, replacing one left there (the caller
+// makes one only when no keeper it trusts serves it: nothing but a socket
+// is ever removed), and returns its descriptor, listening and
+// close-on-exec, for a new keeper's descriptor 3. The keeper listens on it
+// again as it starts (serve), so that the kernel names the keeper, not the
+// daemon that made the socket, as the peer of the connections after that
+// (SO_PEERCRED): a daemon can then tell it from any other process.
+func Listen(s Socket) (int, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(s.DirFD, SocketName, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
@@ -57,6 +57,11 @@ func Bind(s Socket) (int, error) {
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: s.via()}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("keeper: bind %s: %w", s.Path, err)
+	}
+	if err := unix.Listen(fd, 4); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(s.DirFD, SocketName, 0)
+		return -1, fmt.Errorf("keeper: listen %s: %w", s.Path, err)
 	}
 	return fd, nil
 }
@@ -101,24 +106,6 @@ func Dial(s Socket, pids ...int) (*Client, error) {
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	return &Client{fd: fd}, nil
-}
-
-// DialStarted dials the keeper the caller has just started as pid, which
-// may not listen yet: it tries again until it does, gone is closed (the
-// keeper exited) or timeout passes.
-func DialStarted(s Socket, pid int, gone <-chan struct{}, timeout time.Duration) (*Client, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := Dial(s, pid)
-		if err == nil || !errors.Is(err, unix.ECONNREFUSED) || time.Now().After(deadline) {
-			return c, err
-		}
-		select {
-		case <-gone:
-			return nil, fmt.Errorf("keeper: pid %d exited before it listened on %s", pid, s.Path)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // connect connects to whatever serves s.

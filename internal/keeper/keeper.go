@@ -11,9 +11,9 @@
 // keeper before anything else runs, in tend and in any test binary that
 // links the daemon, as the exec shim does. It runs in a session of its
 // own, in the daemon's own cgroup (never a run's), and holds nothing but
-// the standard streams on /dev/null, the socket the daemon bound
+// the standard streams on /dev/null, the listening socket the daemon made
 // (state_dir/keep.sock, a SOCK_SEQPACKET unix socket, its descriptor 3,
-// which the keeper itself listens on), the state directory (descriptor 4,
+// which the keeper listens on again, to be its peer), the state directory (descriptor 4,
 // to remove the socket as it leaves), the connection of the daemon of the
 // moment, and per run it holds: the master and a pidfd of the run's
 // leader.
@@ -55,8 +55,8 @@ const (
 	Marker = "TEND_KEEPER"
 )
 
-// ListenFD is the socket's descriptor in the keeper (bound by the daemon,
-// listened on by the keeper), DirFD the state directory it is in.
+// ListenFD is the listening socket's descriptor in the keeper, DirFD the
+// state directory it is in.
 const (
 	ListenFD = 3
 	DirFD    = 4

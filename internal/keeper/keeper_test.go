@@ -24,7 +24,7 @@ func startKeeper(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error) {
 	t.Helper()
 	sd := testutil.StateDir(t)
 	sock := At(sd)
-	lfd, err := Bind(sock)
+	lfd, err := Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func startKeeper(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	c, err := DialStarted(sock, cmd.Process.Pid, exited, 30*time.Second)
+	c, err := Dial(sock, cmd.Process.Pid, os.Getpid()) // this process made the socket: until the keeper listens again, it is the peer
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestKeeperMessages(t *testing.T) {
 		t.Errorf("parse = %+v, %v", m, err)
 	}
 	sd := testutil.StateDir(t)
-	lfd, err := Bind(At(sd))
+	lfd, err := Listen(At(sd))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,12 +223,12 @@ func TestKeeperMessages(t *testing.T) {
 		t.Error("the keeper left its socket behind")
 	}
 	// A socket left behind is replaced.
-	lfd, err = Bind(At(sd))
+	lfd, err = Listen(At(sd))
 	if err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(lfd)
-	lfd, err = Bind(At(sd))
+	lfd, err = Listen(At(sd))
 	if err != nil {
 		t.Fatal(err)
 	}

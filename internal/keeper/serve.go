@@ -40,11 +40,12 @@ type keeper struct {
 }
 
 // serve is the keeper's life; it returns its exit status. listen is the
-// socket the daemon bound, dir the state directory it is in.
+// socket the daemon made, dir the state directory it is in.
 func serve(listen, dir int, grace time.Duration) int {
-	// The keeper, not the daemon that bound the socket, listens: the
-	// kernel gives every connection the listener's pid and uid as its
-	// peer's (SO_PEERCRED), and a daemon talks only to the keeper's.
+	// Listening again makes the kernel record the keeper, not the daemon
+	// that made the socket, as the listener: every connection from now on
+	// gets its pid and uid as its peer's (SO_PEERCRED), and the next
+	// daemon talks only to the keeper's.
 	if unix.Listen(listen, 4) != nil {
 		return 1
 	}

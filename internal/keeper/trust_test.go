@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,14 +40,11 @@ func asUser(t *testing.T, uid int, f func() error) error {
 func TestDialRefusesWhatIsNotTheKeeper(t *testing.T) {
 	sd := testutil.StateDir(t)
 	sock := At(sd)
-	lfd, err := Bind(sock)
+	lfd, err := Listen(sock) // this process serves it
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(lfd)
-	if err := unix.Listen(lfd, 4); err != nil { // this process serves it
-		t.Fatal(err)
-	}
 	me := fmt.Sprintf("pid %d of uid %d", os.Getpid(), os.Geteuid())
 	if _, err := Dial(sock, os.Getpid()+1); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), me) {
 		t.Errorf("a process of ours that is not the keeper: %v", err)
@@ -62,12 +61,12 @@ func TestDialRefusesWhatIsNotTheKeeper(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to serve a socket as another user")
 	}
-	lfd2, err := Bind(sock) // replaces the socket above
+	lfd2, err := Listen(sock) // replaces the socket above
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(lfd2)
-	if err := asUser(t, 65534, func() error { return unix.Listen(lfd2, 4) }); err != nil {
+	if err := asUser(t, 65534, func() error { return unix.Listen(lfd2, 4) }); err != nil { // as a keeper listens again
 		t.Fatal(err)
 	}
 	_, err = Dial(sock, os.Getpid())
@@ -123,5 +122,29 @@ func TestKeeperRefusesOtherUsers(t *testing.T) {
 	// Its own daemon is still served.
 	if held, err := c.List(); err != nil || len(held) != 0 {
 		t.Errorf("List = %v, %v", held, err)
+	}
+}
+
+// The record names the keeper while it lives, with the daemon that made
+// its socket; once it is gone (its pid free to be used again), nothing.
+func TestRecord(t *testing.T) {
+	sd := testutil.StateDir(t)
+	if got := Recorded(sd); got != nil {
+		t.Errorf("nothing recorded: %v", got)
+	}
+	sleep := exec.Command("sleep", "1000")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(sd, sleep.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if got := Recorded(sd); !slices.Equal(got, []int{sleep.Process.Pid, os.Getpid()}) {
+		t.Errorf("Recorded = %v", got)
+	}
+	sleep.Process.Kill()
+	sleep.Wait()
+	if got := Recorded(sd); got != nil {
+		t.Errorf("a keeper gone: %v", got)
 	}
 }
