@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -228,4 +230,72 @@ func TestTheCLIRefusesADaemonOfAnotherUser(t *testing.T) {
 	if strings.Contains(fakeOut.String(), "request") {
 		t.Errorf("a request reached the other user's socket:\n%s", fakeOut.String())
 	}
+}
+
+// TestAnotherUserOnTendSockIsRefused: the daemon's own tend.sock, its modes
+// loosened as if by mistake (the state dir and its parents 0711, the socket
+// 0666): another user who connects gets 403 naming their uid, and no
+// answer of the API; root still gets in.
+func TestAnotherUserOnTendSockIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to connect as another user")
+	}
+	tend := tendBinary(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, "[program.w]\ncommand = [\"sleep\", \"1000\"]\n")
+	up := startUp(t, tend, conf)
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	c := client.New(sock)
+	waitRunning(t, c, "w:0")
+	for d := filepath.Dir(sock); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan string, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread, its uid changed, ends with the goroutine
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, nobody, nobody, 0); e != 0 {
+			answer <- "setresuid: " + e.Error()
+			return
+		}
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+			answer <- "connect: " + err.Error()
+			return
+		}
+		tv := unix.NsecToTimeval(int64(10 * time.Second))
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		unix.Write(fd, []byte("GET /v1/status HTTP/1.1\r\nHost: tend\r\nConnection: close\r\n\r\n"))
+		var got []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(fd, buf)
+			if n <= 0 || err != nil {
+				break
+			}
+			got = append(got, buf[:n]...)
+		}
+		answer <- string(got)
+	}()
+	got := <-answer
+	if !strings.HasPrefix(got, "HTTP/1.1 403") || !strings.Contains(got, "uid 65534 may not use this socket") || strings.Contains(got, "w:0") {
+		t.Errorf("another user's request:\n%s", got)
+	}
+	if _, err := c.Status("w:0"); err != nil {
+		t.Errorf("root: %v", err)
+	}
+	if err := c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	up.Wait()
 }
