@@ -131,7 +131,7 @@ func connect(s Socket) (int, error) {
 func pidList(pids []int) string {
 	var known []string
 	for _, p := range pids {
-		if p > 0 {
+		if p > 0 && !slices.Contains(known, strconv.Itoa(p)) {
 			known = append(known, strconv.Itoa(p))
 		}
 	}
