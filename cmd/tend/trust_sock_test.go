@@ -147,14 +147,14 @@ func fakeDaemonMain() {
 	}))
 }
 
-// TestAFakeKeeperOfAnotherUserIsRefused: another user's process serves
+// TestTrustAFakeKeeperOfAnotherUserIsRefused: another user's process serves
 // state_dir/keep.sock (as after replacing a state directory under their
-// directory, which TestAStateDirUnderAnotherUsersDirectoryIsRefused now
+// directory, which TestTrustAStateDirUnderAnotherUsersDirectoryIsRefused now
 // refuses). The daemon asks the socket's peer before it hands over
 // anything: it refuses, says so on stderr, replaces the socket with a
 // keeper of its own, and the tty run keeps its terminal; the fake keeper
 // gets no word and no master.
-func TestAFakeKeeperOfAnotherUserIsRefused(t *testing.T) {
+func TestTrustAFakeKeeperOfAnotherUserIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the other user's process is started with setuid")
 	}
@@ -206,11 +206,11 @@ env = { PS1 = "tend$ " }
 	}
 }
 
-// TestTheCLIRefusesADaemonOfAnotherUser: a tend.sock served by another
+// TestTrustTheCLIRefusesADaemonOfAnotherUser: a tend.sock served by another
 // (non-root) user, as a socket planted where the CLI looks would be: the
 // CLI sends it nothing (no request reaches it) and exits 4, saying who
 // serves it.
-func TestTheCLIRefusesADaemonOfAnotherUser(t *testing.T) {
+func TestTrustTheCLIRefusesADaemonOfAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the other user's process is started with setuid")
 	}
@@ -232,11 +232,11 @@ func TestTheCLIRefusesADaemonOfAnotherUser(t *testing.T) {
 	}
 }
 
-// TestAnotherUserOnTendSockIsRefused: the daemon's own tend.sock, its modes
+// TestTrustAnotherUserOnTendSockIsRefused: the daemon's own tend.sock, its modes
 // loosened as if by mistake (the state dir and its parents 0711, the socket
 // 0666): another user who connects gets 403 naming their uid, and no
 // answer of the API; root still gets in.
-func TestAnotherUserOnTendSockIsRefused(t *testing.T) {
+func TestTrustAnotherUserOnTendSockIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to connect as another user")
 	}

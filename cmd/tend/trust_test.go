@@ -211,13 +211,13 @@ func autoTree(stateDir string) string {
 	return filepath.Join(mount, own, "tend-"+statedir.ID(stateDir))
 }
 
-// TestAStateDirUnderAnotherUsersDirectoryIsRefused: state_dir =
+// TestTrustAStateDirUnderAnotherUsersDirectoryIsRefused: state_dir =
 // "/srv/shared/.tend" with /srv/shared another user's. That user could
 // rename .tend away and put their own (a fake keeper's socket in it) in
 // its place, so tend up exits 2 with one line naming /srv/shared, and
 // makes nothing there. One under a sticky, world-writable directory (as
 // /tmp) whose own parent is tend's starts.
-func TestAStateDirUnderAnotherUsersDirectoryIsRefused(t *testing.T) {
+func TestTrustAStateDirUnderAnotherUsersDirectoryIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: another user's directory is made with chown")
 	}
