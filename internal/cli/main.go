@@ -45,8 +45,9 @@ type env struct {
 	stdin          *os.File // tend attach's keyboard
 	stdout, stderr io.Writer
 
-	socket string // --socket
-	config string // -c/--config
+	socket string   // --socket
+	config string   // -c/--config
+	held   []func() // release the socket directories the clients dial through (client), at the end
 
 	// ran is set when a verb's own code starts: an error before that is
 	// cobra rejecting the command line.
@@ -63,6 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // a pseudo-terminal).
 func mainWith(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	defer e.release()
 	root := e.rootCmd()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

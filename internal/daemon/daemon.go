@@ -347,7 +347,7 @@ func (d *daemon) serveAPI(up *upgradeIn) (stopHTTP func(), apiErr chan error, er
 	}
 	apiErr = make(chan error, 1)
 	if up == nil {
-		sock := d.state.Root.Join(SocketName)
+		sock := d.state.Root.Via(SocketName) // bound through the state dir tend holds (docs/trust.md#sockets)
 		go func() { apiErr <- d.api.ServeUnix(sock) }()
 	}
 	return stopHTTP, apiErr, nil
@@ -358,7 +358,7 @@ func (d *daemon) serveAPI(up *upgradeIn) (stopHTTP func(), apiErr chan error, er
 func (d *daemon) serveUnix(up *upgradeIn, apiErr chan error) {
 	f, ok := up.in.File(unixFD)
 	if !ok {
-		sock := d.state.Root.Join(SocketName)
+		sock := d.state.Root.Via(SocketName) // bound through the state dir tend holds (docs/trust.md#sockets)
 		go func() { apiErr <- d.api.ServeUnix(sock) }()
 		return
 	}
