@@ -39,6 +39,7 @@ func defaultSpec() program.Spec {
 		TurnIdleAfter: 10 * time.Second,
 		TtyCols:       defaultTTYCols,
 		TtyRows:       defaultTTYRows,
+		Permission:    program.PermissionAsk,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -93,6 +94,7 @@ var programKeys = []string{
 	"probe", "logs",
 	"labels",
 	"tty", "tty_size",
+	"protocol", "permission",
 }
 
 var (
