@@ -36,11 +36,11 @@ const QueueMax = 16
 
 // Sentinel errors of the operator's requests.
 var (
-	ErrQueueFull     = errors.New("16 prompts are already waiting for this agent")
-	ErrClosed        = errors.New("the agent's run has ended")
-	ErrNothingOpen   = errors.New("no permission request is open")
-	ErrUnknownOption = errors.New("no such option")
-	ErrNoTurn        = errors.New("no turn is under way")
+	ErrQueueFull     = program.ErrQueueFull
+	ErrClosed        = fmt.Errorf("%w: the agent's run has ended", program.ErrNotRunning)
+	ErrNothingOpen   = program.ErrNothingOpen
+	ErrUnknownOption = program.ErrUnknownOption
+	ErrNoTurn        = program.ErrNoTurn
 	// ErrNeedsAuth wraps the why of an agent that needs authentication:
 	// the instance goes fatal instead of crashing in a loop.
 	ErrNeedsAuth = errors.New("the agent needs authentication")

@@ -205,3 +205,17 @@ func (c *Conn) current() *Turn {
 	defer c.mu.Unlock()
 	return c.cur
 }
+
+// CancelSession sends session/cancel whether or not a turn of this
+// connection's is under way: after a daemon restart, the turn the earlier
+// daemon had asked for may still run in the agent, and no answer to it can
+// reach this one.
+func (c *Conn) CancelSession() error {
+	c.mu.Lock()
+	sid := c.session
+	c.mu.Unlock()
+	if sid == "" {
+		return ErrNoTurn
+	}
+	return c.conn.Cancel(c.ctx, sdk.CancelNotification{SessionId: sdk.SessionId(sid)})
+}

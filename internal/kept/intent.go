@@ -45,6 +45,11 @@ type Intent struct {
 	// status's next_start_at, kept to the nanosecond).
 	Backoff   *program.Backoff `json:"backoff,omitempty"`
 	NextStart time.Time        `json:"next_start,omitzero"`
+	// Session is a protocol agent's session (docs/protocol.md#resume):
+	// the next run continues it with session/load; Turn the prompt whose
+	// turn was under way, ended by the next daemon.
+	Session string `json:"session,omitempty"`
+	Turn    string `json:"turn,omitempty"`
 }
 
 // IsProgram says whether r is a program's record (else an instance's).

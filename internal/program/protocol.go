@@ -1,5 +1,7 @@
 package program
 
+import "errors"
+
 // The protocol agents' part of the vocabulary (docs/protocol.md): the
 // permission request an instance waits on, the turn and permission events,
 // and the pieces of a streamed answer.
@@ -95,4 +97,29 @@ type TurnUpdate struct {
 type PromptAnswer struct {
 	ID       string `json:"id"`
 	PromptID string `json:"prompt_id"`
+}
+
+// Errors of the protocol verbs (prompt, cancel, approve, deny), mapped in
+// one place by the API (409, 400, 429) and by the CLI to exit statuses.
+var (
+	// ErrNotProtocol: the instance does not speak a protocol. The
+	// message names it: `worker:0 does not speak a protocol (protocol = "")`.
+	ErrNotProtocol = errors.New(`does not speak a protocol (protocol = "")`)
+	// ErrQueueFull: QueueMax prompts already wait (429).
+	ErrQueueFull = errors.New("16 prompts are already waiting for this agent")
+	// ErrNothingOpen: no permission request is open (409).
+	ErrNothingOpen = errors.New("no permission request is open")
+	// ErrUnknownOption: the open request has no such option (400); it
+	// stays open.
+	ErrUnknownOption = errors.New("no such option")
+	// ErrNoTurn: cancel with no turn under way (409).
+	ErrNoTurn = errors.New("no turn is under way")
+)
+
+// PermissionAnswer is the body of POST /v1/programs/{id}/permission, and
+// its answer (with the request's id and the option picked).
+type PermissionAnswer struct {
+	RequestID string `json:"request_id"`
+	OptionID  string `json:"option_id,omitempty"`
+	Cancel    bool   `json:"cancel,omitempty"`
 }

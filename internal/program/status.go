@@ -142,8 +142,8 @@ type Status struct {
 	// SampledAt is when processes and rss_bytes were read: a single status
 	// reads them as it is computed, a listing may answer from samples a few
 	// seconds old (docs/status.md#processes-and-tracking). null without a run.
-	SampledAt  Time `json:"sampled_at"`
-	TTY        *TTY `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
+	SampledAt Time `json:"sampled_at"`
+	TTY       *TTY `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
 	// Protocol agents (docs/protocol.md): the protocol, the session the
 	// instance continues, the permission request it waits on (null when
 	// none), and the lines of its stdout that were not the protocol.
@@ -151,7 +151,7 @@ type Status struct {
 	SessionID      string   `json:"session_id,omitempty"`
 	Waiting        *Waiting `json:"waiting,omitempty"`
 	ProtocolErrors *int64   `json:"protocol_errors,omitempty"`
-	ComputedAt Time `json:"computed_at"`
+	ComputedAt     Time     `json:"computed_at"`
 }
 
 // Alive reports whether a run is in place (its process has not been reaped).

@@ -132,7 +132,7 @@ func (o *Output) Close() error {
 	<-o.flushed
 	if d := o.c.opts.FIFO; d != nil {
 		base := baseName(o.id)
-		for _, name := range []string{base + ".out", base + ".err", base} {
+		for _, name := range []string{base + ".out", base + ".err", base + ".in", base} {
 			_ = d.Remove(name)
 		}
 	}
