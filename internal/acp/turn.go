@@ -128,9 +128,13 @@ func (c *Conn) Cancel() error {
 	if cur == nil {
 		return ErrNoTurn
 	}
-	c.cancelAsks()
 	c.transcribe("[cancel] sent session/cancel\n", true)
-	return c.conn.Cancel(c.ctx, sdk.CancelNotification{SessionId: sdk.SessionId(sid)})
+	// session/cancel first: the agent then learns of the cancel before it
+	// reads the cancelled answers (the SDK processes notifications before
+	// the responses that follow them), and ends its turn cancelled.
+	err := c.conn.Cancel(c.ctx, sdk.CancelNotification{SessionId: sdk.SessionId(sid)})
+	c.cancelAsks()
+	return err
 }
 
 // Busy says whether a turn is under way, and how many prompts wait.

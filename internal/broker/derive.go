@@ -194,7 +194,7 @@ func protocolWhy(s program.Snapshot, st *program.Status, p program.ProtocolRepor
 		return w
 	case st.State == program.StateFatal:
 		return s.ProtocolWhy + "; fix it, then tend start " + st.ID
-	case st.State == program.StateBackoff, st.State == program.StateStopping:
+	case st.State == program.StateBackoff, st.State == program.StateStopping, st.State == program.StateExited:
 		return w + "; " + s.ProtocolWhy
 	}
 	return w

@@ -66,7 +66,11 @@ func NewTable(o TableOptions, rows int) *PsTable {
 
 // Add appends st's row.
 func (t *PsTable) Add(st *program.Status) {
-	t.cells = append(t.cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
+	life := st.Lifecycle
+	if st.Waiting != nil {
+		life = "waiting" // a protocol agent's permission request waits for the operator (docs/protocol.md)
+	}
+	t.cells = append(t.cells, st.ID, st.State, life, PID(st.PID), Uptime(st),
 		RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
 	if t.o.Labels {
 		t.cells = append(t.cells, orDash(program.FormatLabels(st.Labels)))
