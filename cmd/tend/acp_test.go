@@ -106,7 +106,12 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 	if _, logs, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "logs", "coder:0"); !strings.Contains(logs, "> fix the build") || !strings.Contains(logs, "[tool] ") {
 		t.Errorf("the transcript in the log:\n%s", logs)
 	}
-	// Without a protocol: a clear refusal.
+	if _, raw, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "logs", "coder:0", "--raw"); !strings.Contains(raw, `"method":"session/prompt"`) || strings.Contains(raw, "> fix the build") {
+		t.Errorf("logs --raw:\n%s", raw)
+	}
+	if _, logs, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "logs", "coder:0"); strings.Contains(logs, `"jsonrpc"`) {
+		t.Errorf("the JSON-RPC lines in tend logs without --raw:\n%s", logs)
+	}
 	if code, _, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "cancel", "coder:0"); code != 1 || !strings.Contains(errOut, "no turn") {
 		t.Errorf("cancel with no turn: exit %d %s", code, errOut)
 	}
