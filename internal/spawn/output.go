@@ -25,6 +25,10 @@ import (
 type Output struct {
 	c    *Capture // nil: output is discarded
 	id   string
+	// protocol: the instance's runs speak a protocol on stdout, which the
+	// protocol client reads (protocol.go); set by NewOutput's caller
+	// before any run, then read-only.
+	protocol bool
 	e    *entry
 	last atomic.Int64 // unix nanos of the last byte read; 0 = never
 

@@ -145,6 +145,7 @@ func openFIFO(dir *statedir.Dir, name string, flag int) (int, error) {
 }
 
 // Attach reads on from the FIFOs of a run adopted from an earlier daemon
+// (a protocol run's stderr only: its stdout is the protocol client's)
 // (and from the single FIFO of a daemon from before stdout and stderr had
 // one each).
 func (o *Output) Attach() error {
@@ -156,6 +157,9 @@ func (o *Output) Attach() error {
 		name string
 		s    logfile.Stream
 	}{{o.fifoName(logfile.Stdout), logfile.Stdout}, {o.fifoName(logfile.Stderr), logfile.Stderr}, {baseName(o.id), logfile.Stdout}} {
+		if o.protocol && f.s == logfile.Stdout {
+			continue // the protocol client's (AttachProtocol)
+		}
 		rfd, err := openFIFO(o.c.opts.FIFO, f.name, unix.O_RDONLY|unix.O_NONBLOCK)
 		if errors.Is(err, unix.ENOENT) {
 			continue

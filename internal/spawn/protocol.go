@@ -18,6 +18,11 @@ import (
 // so it never reads an end of input nor gets SIGPIPE while no daemon runs,
 // and the next daemon opens them again by name (AttachProtocol).
 
+// SetProtocol says the instance's runs speak a protocol on stdout: an
+// adopted run's stdout FIFO is then left to AttachProtocol. Called before
+// any run or adoption.
+func (o *Output) SetProtocol() { o.protocol = true }
+
 // inName is the named pipe of a protocol run's stdin.
 func (o *Output) inName() string { return baseName(o.id) + ".in" }
 

@@ -42,6 +42,7 @@ func newProtocol(in *Instance) *Protocol {
 	if in.spec.Protocol == program.ProtocolNone {
 		return nil
 	}
+	in.out.SetProtocol()
 	return &Protocol{id: in.id, spec: in.spec}
 }
 

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/testutil"
+)
+
+// Protocol agents with tend-acp-agent (acpagent_test.go): an ACP agent on
+// the Go SDK that offers loadSession and answers "echo N: TEXT", N the
+// prompt's place in its session, so an answer says whether the session
+// went on.
+
+func acpAgentConf(t *testing.T, extra string, env ...string) string {
+	t.Helper()
+	return fmt.Sprintf("[program.echo]\ncommand = [%q]\nprotocol = \"acp\"\nenv = { ACP_STATE = %q%s }\n%s\n",
+		helperBinary(t, "tend-acp-agent"), filepath.Join(t.TempDir(), "sessions.json"), strings.Join(append([]string{""}, env...), ", "), extra)
+}
+
+// promptOK runs tend prompt and returns what it printed; anything but
+// exit 0 fails the test.
+func promptOK(t *testing.T, tend, sock, id, text string) string {
+	t.Helper()
+	code, out, errOut := tendRun(t, tend, "--socket", sock, "prompt", id, text)
+	if code != 0 {
+		t.Fatalf("tend prompt %s %q: exit %d\n%s%s", id, text, code, out, errOut)
+	}
+	return out
+}
+
+// TestACPResumeAfterRunKill: a run SIGKILLed from outside is a crash; the
+// next run continues the same session with session/load.
+func TestACPResumeAfterRunKill(t *testing.T) {
+	tend, dir, c := acpFleet(t, acpAgentConf(t, `backoff_initial = "100ms"`))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	st := idleACP(t, c, "echo:0")
+	if out := promptOK(t, tend, sock, "echo:0", "one"); !strings.Contains(out, "echo 1: one") {
+		t.Fatalf("first answer: %q", out)
+	}
+	syscall.Kill(*st.PID, syscall.SIGKILL)
+	testutil.Eventually(t, "the next run", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.Run == st.Run+1 && s.Ready
+	}, testutil.Explain(eventsOf(c)))
+	st2 := idleACP(t, c, "echo:0")
+	if st2.SessionID != st.SessionID {
+		t.Errorf("session %q after the crash, %q before", st2.SessionID, st.SessionID)
+	}
+	if out := promptOK(t, tend, sock, "echo:0", "two"); !strings.Contains(out, "echo 2: two") {
+		t.Errorf("the answer after the crash does not go on from the session: %q", out)
+	}
+	if _, logs, _ := tendRun(t, tend, "--socket", sock, "logs", "echo:0"); !strings.Contains(logs, "[session] continued "+st.SessionID) || strings.Contains(logs, "(history:") {
+		t.Errorf("the transcript:\n%s", logs)
+	}
+}
+
+// TestACPResumeAfterDaemonKill: a daemon SIGKILLed and started again
+// adopts the run, opens its stdin and stdout FIFOs again and goes on with
+// the same session in the same process: no new handshake.
+func TestACPResumeAfterDaemonKill(t *testing.T) {
+	dir := t.TempDir()
+	tend := tendBinary(t)
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, acpAgentConf(t, ""))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	c := client.New(sock)
+	up := startUp(t, tend, conf)
+	st := idleACP(t, c, "echo:0")
+	if out := promptOK(t, tend, sock, "echo:0", "one"); !strings.Contains(out, "echo 1: one") {
+		t.Fatalf("first answer: %q", out)
+	}
+	killUp(t, up, up.Process.Pid, map[string]int{"echo:0": *st.PID})
+	up2 := startUp(t, tend, conf)
+	_ = up2
+	st2 := idleACP(t, c, "echo:0")
+	if *st2.PID != *st.PID || st2.SessionID != st.SessionID {
+		t.Errorf("after the daemon kill: pid %d session %q, before pid %d session %q", *st2.PID, st2.SessionID, *st.PID, st.SessionID)
+	}
+	if out := promptOK(t, tend, sock, "echo:0", "two"); !strings.Contains(out, "echo 2: two") {
+		t.Errorf("the answer after the daemon kill: %q", out)
+	}
+}
+
+// TestACPQueue: prompts wait behind the turn under way, at most 16 of
+// them (the next is 429), and are answered one at a time in order.
+func TestACPQueue(t *testing.T) {
+	tend, dir, c := acpFleet(t, acpAgentConf(t, "", `ACP_MODE = "slow"`, `ACP_DELAY = "3s"`))
+	_ = tend
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	idleACP(t, c, "echo:0")
+	first, err := c.Prompt("echo:0", "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the first turn under way", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.TurnActive
+	}, testutil.Explain(eventsOf(c)))
+	ids := []string{first}
+	for i := 1; i <= 16; i++ {
+		id, err := c.Prompt("echo:0", fmt.Sprintf("p%d", i))
+		if err != nil {
+			t.Fatalf("prompt %d: %v", i, err)
+		}
+		ids = append(ids, id)
+	}
+	_, err = c.Prompt("echo:0", "one too many")
+	var apiErr *client.APIError
+	if !asAPIError(err, &apiErr) || apiErr.Status != 429 {
+		t.Fatalf("the 17th waiting prompt: %v", err)
+	}
+	if code, _, errOut := tendRun(t, tend, "--socket", sock, "prompt", "--no-wait", "echo:0", "again"); code != 1 || !strings.Contains(errOut, "16 prompts") {
+		t.Errorf("tend prompt on a full queue: exit %d %s", code, errOut)
+	}
+	evs := auditEventsEventually(t, filepath.Join(dir, ".tend"), func(evs []program.Event) bool {
+		n := 0
+		for _, e := range find(evs, program.KindTurn, "echo:0") {
+			if e.Data.(*program.Turn).Phase == program.PhaseTurnEnded {
+				n++
+			}
+		}
+		return n == 17
+	})
+	var started []string
+	open := 0
+	for _, e := range find(evs, program.KindTurn, "echo:0") {
+		tr := e.Data.(*program.Turn)
+		if tr.Phase == program.PhaseTurnStarted {
+			started = append(started, tr.PromptID)
+			if open++; open > 1 {
+				t.Errorf("two turns at once: %s", dump(evs))
+			}
+		} else {
+			open--
+			if tr.StopReason != program.StopEndTurn {
+				t.Errorf("turn %s ended %s", tr.PromptID, tr.StopReason)
+			}
+		}
+	}
+	if strings.Join(started, ",") != strings.Join(ids, ",") {
+		t.Errorf("turns in the order %v, prompts sent %v", started, ids)
+	}
+	_, logs, _ := tendRun(t, tend, "--socket", sock, "logs", "echo:0")
+	last := -1
+	for i := 1; i <= 16; i++ {
+		at := strings.Index(logs, fmt.Sprintf("echo %d: p%d", i+1, i))
+		if at < last {
+			t.Errorf("answer %d out of order:\n%s", i, logs)
+		}
+		last = at
+	}
+}
+
+func asAPIError(err error, target **client.APIError) bool {
+	e, ok := err.(*client.APIError)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// TestACPAuthAndMethods: an agent that refuses session/new for want of
+// authentication goes fatal at once, with its reason and its methods in
+// the why (and tend start tries again); a method tend does not offer is
+// answered -32601.
+func TestACPAuthAndMethods(t *testing.T) {
+	agent := helperBinary(t, "tend-acp-agent")
+	state := filepath.Join(t.TempDir(), "s.json")
+	tend, dir, c := acpFleet(t, fmt.Sprintf(`[program.locked]
+command = [%q]
+protocol = "acp"
+env = { ACP_MODE = "auth", ACP_STATE = %q }
+
+[program.echo]
+command = [%q]
+protocol = "acp"
+env = { ACP_STATE = %q }
+`, agent, state, agent, state+"2"))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	var st program.Status
+	testutil.Eventually(t, "locked:0 fatal", func() bool {
+		var err error
+		st, err = c.Status("locked:0")
+		return err == nil && st.State == program.StateFatal
+	}, testutil.Explain(eventsOf(c)))
+	for _, want := range []string{"the agent needs authentication", "TEST_API_KEY is not set", "API key (api-key)", "tend start locked:0"} {
+		if !strings.Contains(st.Why, want) {
+			t.Errorf("why %q lacks %q", st.Why, want)
+		}
+	}
+	if st.CrashCount != 0 || st.Restarts.Crash != 0 {
+		t.Errorf("counted as a crash: %+v", st)
+	}
+	idleACP(t, c, "echo:0")
+	if out := promptOK(t, tend, sock, "echo:0", "fs"); !strings.Contains(out, "-32601") {
+		t.Errorf("fs/read_text_file was answered: %q", out)
+	}
+}
+
+var _ = exec.Command
