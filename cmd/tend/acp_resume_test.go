@@ -205,3 +205,31 @@ env = { ACP_STATE = %q }
 }
 
 var _ = exec.Command
+
+// TestACPUpgradeKeepsTheSession: after tend upgrade the same run answers
+// in the same session, through the same FIFOs, opened again by the new
+// binary.
+func TestACPUpgradeKeepsTheSession(t *testing.T) {
+	dir := t.TempDir()
+	tend := installTend(t, dir)
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, acpAgentConf(t, ""))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	c := client.New(sock)
+	_, stderr := startUpLogged(t, tend, conf)
+	st := idleACP(t, c, "echo:0")
+	if out := promptOK(t, tend, sock, "echo:0", "one"); !strings.Contains(out, "echo 1: one") {
+		t.Fatalf("first answer: %q", out)
+	}
+	replaceTend(t, tend, tend, "\n# the next build\n")
+	if code, out, errOut := tendRun(t, tend, "-c", conf, "upgrade"); code != 0 {
+		t.Fatalf("tend upgrade: %d %s%s\n%s", code, out, errOut, stderr())
+	}
+	st2 := idleACP(t, c, "echo:0")
+	if *st2.PID != *st.PID || st2.SessionID != st.SessionID {
+		t.Errorf("after the upgrade: pid %d session %q, before pid %d session %q", *st2.PID, st2.SessionID, *st.PID, st.SessionID)
+	}
+	if out := promptOK(t, tend, sock, "echo:0", "two"); !strings.Contains(out, "echo 2: two") {
+		t.Errorf("the answer after the upgrade: %q", out)
+	}
+}
