@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -204,7 +203,6 @@ env = { ACP_STATE = %q }
 	}
 }
 
-var _ = exec.Command
 
 // TestACPUpgradeKeepsTheSession: after tend upgrade the same run answers
 // in the same session, through the same FIFOs, opened again by the new
@@ -231,5 +229,44 @@ func TestACPUpgradeKeepsTheSession(t *testing.T) {
 	}
 	if out := promptOK(t, tend, sock, "echo:0", "two"); !strings.Contains(out, "echo 2: two") {
 		t.Errorf("the answer after the upgrade: %q", out)
+	}
+}
+
+// TestACPPromptFanOutAndInterrupt: tend prompt NAME prompts every
+// instance, each line prefixed NAME:K | ; Ctrl-C cancels the turn first
+// and exits 130; tend wait --until idle waits for the exact turn.
+func TestACPPromptFanOutAndInterrupt(t *testing.T) {
+	tend, dir, c := acpFleet(t, acpAgentConf(t, "instances = 2", `ACP_MODE = "slow"`, `ACP_DELAY = "1m"`))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	idleACP(t, c, "echo:0")
+	idleACP(t, c, "echo:1")
+	out := promptOK(t, tend, sock, "echo", "hi")
+	for _, want := range []string{"echo:0 | echo 1: hi\n", "echo:1 | echo 1: hi\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fan-out answer lacks %q:\n%s", want, out)
+		}
+	}
+	p := tendStart(t, tend, "--socket", sock, "prompt", "echo:0", "slow one")
+	testutil.Eventually(t, "the slow turn under way", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.TurnActive
+	}, testutil.Explain(eventsOf(c)))
+	if code, _, _ := tendRun(t, tend, "--socket", sock, "wait", "echo:0", "--until", "idle", "--timeout", "300ms"); code != 1 {
+		t.Errorf("tend wait --until idle during the turn: exit %d, want 1 (timed out)", code)
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t); code != 130 {
+		t.Errorf("tend prompt after Ctrl-C: exit %d, stderr %s", code, p.stderr.String())
+	}
+	if code, _, errOut := tendRun(t, tend, "--socket", sock, "wait", "echo:0", "--until", "idle", "--timeout", "30s"); code != 0 {
+		t.Errorf("tend wait --until idle after the cancel: exit %d %s", code, errOut)
+	}
+	evs := auditEventsEventually(t, filepath.Join(dir, ".tend"), func(evs []program.Event) bool {
+		turns := find(evs, program.KindTurn, "echo:0")
+		return len(turns) > 0 && turns[len(turns)-1].Data.(*program.Turn).Phase == program.PhaseTurnEnded
+	})
+	turns := find(evs, program.KindTurn, "echo:0")
+	if tr := turns[len(turns)-1].Data.(*program.Turn); tr.StopReason != program.StopCancelled {
+		t.Errorf("the interrupted turn ended %q", tr.StopReason)
 	}
 }

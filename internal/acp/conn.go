@@ -191,7 +191,7 @@ func (c *Conn) handshake() {
 		ClientInfo:         &sdk.Implementation{Name: "tend", Version: c.opts.Version},
 	})
 	if err != nil {
-		c.fail(fmt.Errorf("initialize: %s", reason(err)), err, nil)
+		c.fail(fmt.Errorf("initialize: %s", reason(err)))
 		return
 	}
 	resumable := init.AgentCapabilities.LoadSession
@@ -209,7 +209,7 @@ func (c *Conn) handshake() {
 			sid = c.opts.SessionID
 			c.note(fmt.Sprintf("[session] continued %s (session/load)", sid))
 		} else if needsAuth(err) {
-			c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)), err, init.AuthMethods)
+			c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)))
 			return
 		} else {
 			c.note(fmt.Sprintf("[session] could not continue %s: %s; starting a new one", c.opts.SessionID, reason(err)))
@@ -219,9 +219,9 @@ func (c *Conn) handshake() {
 		resp, err := c.conn.NewSession(c.ctx, sdk.NewSessionRequest{Cwd: c.opts.Cwd, McpServers: []sdk.McpServer{}})
 		if err != nil {
 			if needsAuth(err) {
-				c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)), err, init.AuthMethods)
+				c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)))
 			} else {
-				c.fail(fmt.Errorf("session/new: %s", reason(err)), err, nil)
+				c.fail(fmt.Errorf("session/new: %s", reason(err)))
 			}
 			return
 		}
@@ -242,7 +242,7 @@ func (c *Conn) setStarting(what string) {
 }
 
 // fail ends the handshake: the instance ends the run.
-func (c *Conn) fail(why, _ error, _ []sdk.AuthMethod) {
+func (c *Conn) fail(why error) {
 	if c.ctx.Err() != nil {
 		return // closed meanwhile: the run's end says why
 	}
