@@ -203,7 +203,6 @@ env = { ACP_STATE = %q }
 	}
 }
 
-
 // TestACPUpgradeKeepsTheSession: after tend upgrade the same run answers
 // in the same session, through the same FIFOs, opened again by the new
 // binary.
