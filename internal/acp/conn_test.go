@@ -155,7 +155,13 @@ func TestConnCancel(t *testing.T) {
 	c, r := startAgent(t, bin, Options{Cwd: wd, Permission: program.PermissionAllow})
 	r.wait(t, EventReady)
 	turn, _ := c.Prompt("hello", true)
-	r.wait(t, EventTurnStarted)
+	// Once it streams: a session/cancel that comes before the example
+	// agent has begun its turn is lost on it.
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	if _, _, err := turn.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Cancel(); err != nil {
 		t.Fatal(err)
 	}
