@@ -67,7 +67,7 @@ func TestACPResumeAfterDaemonKill(t *testing.T) {
 	dir := t.TempDir()
 	tend := tendBinary(t)
 	conf := filepath.Join(dir, "tend.toml")
-	write(t, conf, acpAgentConf(t, ""))
+	write(t, conf, acpAgentConf(t, "", `ACP_MODE = "slow"`, `ACP_DELAY = "1m"`))
 	sock := filepath.Join(dir, ".tend", "tend.sock")
 	c := client.New(sock)
 	up := startUp(t, tend, conf)
@@ -75,14 +75,37 @@ func TestACPResumeAfterDaemonKill(t *testing.T) {
 	if out := promptOK(t, tend, sock, "echo:0", "one"); !strings.Contains(out, "echo 1: one") {
 		t.Fatalf("first answer: %q", out)
 	}
+	// A turn under way at the kill: the next daemon cannot be answered it.
+	inFlight, err := c.Prompt("echo:0", "slow two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the slow turn under way", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.TurnActive
+	}, testutil.Explain(eventsOf(c)))
 	killUp(t, up, up.Process.Pid, map[string]int{"echo:0": *st.PID})
-	up2 := startUp(t, tend, conf)
-	_ = up2
+	startUp(t, tend, conf)
 	st2 := idleACP(t, c, "echo:0")
 	if *st2.PID != *st.PID || st2.SessionID != st.SessionID {
 		t.Errorf("after the daemon kill: pid %d session %q, before pid %d session %q", *st2.PID, st2.SessionID, *st.PID, st.SessionID)
 	}
-	if out := promptOK(t, tend, sock, "echo:0", "two"); !strings.Contains(out, "echo 2: two") {
+	evs := auditEventsEventually(t, filepath.Join(dir, ".tend"), func(evs []program.Event) bool {
+		for _, e := range find(evs, program.KindTurn, "echo:0") {
+			if tr := e.Data.(*program.Turn); tr.PromptID == inFlight && tr.Phase == program.PhaseTurnEnded {
+				return true
+			}
+		}
+		return false
+	})
+	for _, e := range find(evs, program.KindTurn, "echo:0") {
+		if tr := e.Data.(*program.Turn); tr.PromptID == inFlight && tr.Phase == program.PhaseTurnEnded && tr.StopReason != program.StopRunEnded {
+			t.Errorf("the turn under way at the kill ended %q", tr.StopReason)
+		}
+	}
+	// The agent was told session/cancel and answered the old daemon's
+	// request: that answer is not taken for this daemon's.
+	if out := promptOK(t, tend, sock, "echo:0", "three"); !strings.Contains(out, "echo 3: three") {
 		t.Errorf("the answer after the daemon kill: %q", out)
 	}
 }
