@@ -292,3 +292,37 @@ func TestACPPromptFanOutAndInterrupt(t *testing.T) {
 		t.Errorf("the interrupted turn ended %q", tr.StopReason)
 	}
 }
+
+// TestACPTurnGrace: tend stop of a protocol agent in a turn waits for the
+// exact turn (turn_grace), saying so; the turn's end lets the stop go on.
+func TestACPTurnGrace(t *testing.T) {
+	tend, dir, c := acpFleet(t, acpAgentConf(t, `turn_grace = "5m"`, `ACP_MODE = "slow"`, `ACP_DELAY = "1m"`))
+	sock := filepath.Join(dir, ".tend", "tend.sock")
+	idleACP(t, c, "echo:0")
+	if _, err := c.Prompt("echo:0", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the turn under way", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.TurnActive
+	}, testutil.Explain(eventsOf(c)))
+	if code, _, errOut := tendRun(t, tend, "--socket", sock, "stop", "--no-wait", "echo:0"); code != 0 {
+		t.Fatalf("stop: %d %s", code, errOut)
+	}
+	var st program.Status
+	testutil.Eventually(t, "the stop waiting for the turn", func() bool {
+		var err error
+		st, err = c.Status("echo:0")
+		return err == nil && st.State == program.StateStopping && st.TurnWaitUntil != nil
+	}, testutil.Explain(eventsOf(c)))
+	if !strings.Contains(st.Why, "waiting for the turn to end") || st.PID == nil {
+		t.Errorf("stopping: %q", st.Why)
+	}
+	if code, _, errOut := tendRun(t, tend, "--socket", sock, "cancel", "echo:0"); code != 0 {
+		t.Fatalf("cancel: %d %s", code, errOut)
+	}
+	testutil.Eventually(t, "stopped once the turn ended", func() bool {
+		s, err := c.Status("echo:0")
+		return err == nil && s.State == program.StateStopped && s.PID == nil
+	}, testutil.Explain(eventsOf(c)))
+}

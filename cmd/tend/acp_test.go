@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,17 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 	}
 	if _, logs, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "logs", "coder:0"); strings.Contains(logs, `"jsonrpc"`) {
 		t.Errorf("the JSON-RPC lines in tend logs without --raw:\n%s", logs)
+	}
+	resp, err := unixHTTP(filepath.Join(dir, ".tend", "tend.sock")).Get("http://tend/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tend_protocol_turns_total{stop_reason="end_turn"} 1`, `tend_protocol_permission_requests_total{answer="operator"} 1`, "tend_protocol_turn_duration_seconds_count 1"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	if code, _, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "cancel", "coder:0"); code != 1 || !strings.Contains(errOut, "no turn") {
 		t.Errorf("cancel with no turn: exit %d %s", code, errOut)
