@@ -53,36 +53,37 @@ func (c *Conn) requestPermission(ctx context.Context, p sdk.RequestPermissionReq
 		if c.opts.Permission == program.PermissionDeny {
 			want = "reject_once"
 		}
-		id, ok := pick(w.Options, want)
-		if !ok {
-			return c.answered(w, "", program.ByPolicy), nil
-		}
-		return c.answered(w, id, program.ByPolicy), nil
+		id, _ := pick(w.Options, want) // none: cancelled
+		c.tell(w, id, program.ByPolicy)
+		return response(id), nil
 	}
 
 	a := &ask{w: w, answer: make(chan string, 1)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return c.answered(w, "", program.ByCancelled), nil
+		c.tell(w, "", program.ByCancelled)
+		return response(""), nil
 	}
 	c.asks = append(c.asks, a)
 	c.mu.Unlock()
-	var id string
+	// Whoever takes the request off the list tells its answer (Answer,
+	// cancelAsks, or here when the agent withdraws it), so the answer is
+	// told before anything that follows from it (the turn's end).
 	select {
-	case id = <-a.answer:
+	case id := <-a.answer:
+		return response(id), nil
 	case <-ctx.Done(): // the agent withdrew it, or the connection ended
-		c.drop(a)
+		if c.drop(a) {
+			c.tell(w, "", program.ByCancelled)
+			return response(""), nil
+		}
+		return response(<-a.answer), nil // taken off meanwhile: its answer is on its way
 	}
-	by := program.ByOperator
-	if id == "" {
-		by = program.ByCancelled
-	}
-	return c.answered(w, id, by), nil
 }
 
-// answered tells and transcribes an answer and makes the response.
-func (c *Conn) answered(w program.Waiting, id, by string) sdk.RequestPermissionResponse {
+// tell tells and transcribes an answer.
+func (c *Conn) tell(w program.Waiting, id, by string) {
 	c.emit(Event{Kind: EventAnswered, RequestID: w.RequestID, OptionID: id, By: by})
 	what := "cancelled"
 	if id != "" {
@@ -93,6 +94,11 @@ func (c *Conn) answered(w program.Waiting, id, by string) sdk.RequestPermissionR
 	if t := c.current(); t != nil {
 		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})
 	}
+}
+
+// response is the answer to session/request_permission: the option picked,
+// or cancelled for "".
+func response(id string) sdk.RequestPermissionResponse {
 	if id == "" {
 		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}
 	}
@@ -117,6 +123,25 @@ func pick(opts []program.PermissionOption, want string) (string, bool) {
 // ErrNothingOpen, an unknown option ErrUnknownOption, and the request
 // stays open.
 func (c *Conn) Answer(requestID, optionID string, cancel bool) (program.Waiting, error) {
+	a, err := c.take(requestID, optionID, cancel)
+	if err != nil {
+		return program.Waiting{}, err
+	}
+	if cancel {
+		optionID = ""
+	}
+	by := program.ByOperator
+	if optionID == "" {
+		by = program.ByCancelled
+	}
+	c.tell(a.w, optionID, by)
+	a.answer <- optionID
+	return a.w, nil
+}
+
+// take takes the open request requestID (the oldest when "") off the list
+// when optionID is one of its options (or cancel).
+func (c *Conn) take(requestID, optionID string, cancel bool) (*ask, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, a := range c.asks {
@@ -129,19 +154,16 @@ func (c *Conn) Answer(requestID, optionID string, cancel bool) (program.Waiting,
 				found = found || o.OptionID == optionID
 			}
 			if !found {
-				return a.w, fmt.Errorf("%w %q: %s offers %s", ErrUnknownOption, optionID, a.w.RequestID, optionList(a.w.Options))
+				return nil, fmt.Errorf("%w %q: %s offers %s", ErrUnknownOption, optionID, a.w.RequestID, optionList(a.w.Options))
 			}
-		} else {
-			optionID = ""
 		}
 		c.asks = append(c.asks[:i:i], c.asks[i+1:]...)
-		a.answer <- optionID
-		return a.w, nil
+		return a, nil
 	}
 	if requestID != "" && len(c.asks) > 0 {
-		return program.Waiting{}, fmt.Errorf("%w with id %q (the open one is %s)", ErrNothingOpen, requestID, c.asks[0].w.RequestID)
+		return nil, fmt.Errorf("%w with id %q (the open one is %s)", ErrNothingOpen, requestID, c.asks[0].w.RequestID)
 	}
-	return program.Waiting{}, ErrNothingOpen
+	return nil, ErrNothingOpen
 }
 
 // Approve picks the first allow_once option (or allow_always) of the open
@@ -189,16 +211,18 @@ func optionList(opts []program.PermissionOption) string {
 	return strings.Join(s, ", ")
 }
 
-// drop forgets a request the agent withdrew.
-func (c *Conn) drop(a *ask) {
+// drop takes a request the agent withdrew off the list; false if it was
+// taken off already (answered meanwhile).
+func (c *Conn) drop(a *ask) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, b := range c.asks {
 		if b == a {
 			c.asks = append(c.asks[:i:i], c.asks[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // cancelAsks answers every open request cancelled.
@@ -208,6 +232,7 @@ func (c *Conn) cancelAsks() {
 	c.asks = nil
 	c.mu.Unlock()
 	for _, a := range asks {
+		c.tell(a.w, "", program.ByCancelled)
 		a.answer <- ""
 	}
 }

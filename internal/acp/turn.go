@@ -173,8 +173,8 @@ func (c *Conn) turn(t *Turn, sid string) {
 	resp, err := c.conn.Prompt(c.ctx, sdk.PromptRequest{SessionId: sdk.SessionId(sid), Prompt: []sdk.ContentBlock{sdk.TextBlock(t.Text)}})
 	stop := string(resp.StopReason)
 	switch {
-	case err != nil && c.ctx.Err() != nil:
-		stop = program.StopRunEnded
+	case err != nil && (c.ctx.Err() != nil || done(c.conn.Done())):
+		stop = program.StopRunEnded // the run ended, or its stdout did
 	case err != nil:
 		stop = program.StopRefused
 		c.transcribe("[error] "+reason(err)+"\n", true)
@@ -222,4 +222,13 @@ func (c *Conn) CancelSession() error {
 		return ErrNoTurn
 	}
 	return c.conn.Cancel(c.ctx, sdk.CancelNotification{SessionId: sdk.SessionId(sid)})
+}
+
+func done(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
