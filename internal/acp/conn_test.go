@@ -169,3 +169,40 @@ func TestConnCancel(t *testing.T) {
 		t.Errorf("ended: %+v", e)
 	}
 }
+
+// Cancel while a permission request is open: the request is answered
+// cancelled, and that answer is told before the turn's end.
+func TestConnCancelOpenRequest(t *testing.T) {
+	bin := exampleAgent(t)
+	wd, _ := os.Getwd()
+	c, r := startAgent(t, bin, Options{Cwd: wd})
+	r.wait(t, EventReady)
+	if _, err := c.Prompt("hello", false); err != nil {
+		t.Fatal(err)
+	}
+	asked := r.wait(t, EventAsked)
+	if err := c.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, EventTurnEnded)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	answeredAt, endedAt := -1, -1
+	for i, e := range r.events {
+		switch {
+		case e.Kind == EventAnswered && e.RequestID == asked.Waiting.RequestID:
+			if e.By != program.ByCancelled {
+				t.Errorf("answered by %q", e.By)
+			}
+			answeredAt = i
+		case e.Kind == EventTurnEnded:
+			endedAt = i
+		}
+	}
+	if answeredAt < 0 || answeredAt > endedAt {
+		t.Errorf("answered at %d, the turn ended at %d", answeredAt, endedAt)
+	}
+	if _, err := c.Answer("", "allow", false); err == nil {
+		t.Error("an answer after the cancel was taken")
+	}
+}
