@@ -191,6 +191,10 @@ func (c *Conn) handshake() {
 		ClientInfo:         &sdk.Implementation{Name: "tend", Version: c.opts.Version},
 	})
 	if err != nil {
+		if needsAuth(err) {
+			c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(nil)))
+			return
+		}
 		c.fail(fmt.Errorf("initialize: %s", reason(err)))
 		return
 	}
