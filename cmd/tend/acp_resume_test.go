@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -267,6 +268,11 @@ func TestACPPromptFanOutAndInterrupt(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("fan-out answer lacks %q:\n%s", want, out)
 		}
+	}
+	stdinPrompt := exec.Command(tend, "--socket", sock, "prompt", "echo:0", "-")
+	stdinPrompt.Stdin = strings.NewReader("from\nstdin")
+	if out, err := stdinPrompt.Output(); err != nil || !strings.Contains(string(out), "echo 2: from\nstdin") {
+		t.Errorf("tend prompt - : %v %q", err, out)
 	}
 	p := tendStart(t, tend, "--socket", sock, "prompt", "echo:0", "slow one")
 	testutil.Eventually(t, "the slow turn under way", func() bool {

@@ -113,6 +113,9 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 	if _, logs, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "logs", "coder:0"); strings.Contains(logs, `"jsonrpc"`) {
 		t.Errorf("the JSON-RPC lines in tend logs without --raw:\n%s", logs)
 	}
+	if code, _, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "approve", "coder:0"); code != 1 || !strings.Contains(errOut, "no permission request is open") {
+		t.Errorf("approve with nothing open: exit %d %s", code, errOut)
+	}
 	resp, err := unixHTTP(filepath.Join(dir, ".tend", "tend.sock")).Get("http://tend/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +126,18 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// A second prompt, its request denied from the CLI.
+	p2 := tendStart(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "prompt", "coder:0", "again")
+	testutil.Eventually(t, "the second permission request", func() bool {
+		st, err := c.Status("coder:0")
+		return err == nil && st.Waiting != nil
+	}, testutil.Explain(eventsOf(c)))
+	if code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "deny", "coder:0"); code != 0 || !strings.Contains(out, "reject") {
+		t.Fatalf("deny: exit %d %s %s", code, out, errOut)
+	}
+	if code := p2.wait(t); code != 0 || !strings.Contains(p2.stdout.String(), "prefer not to make that change") {
+		t.Errorf("the denied turn: exit %d\n%s", code, p2.stdout.String())
 	}
 	if code, _, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "cancel", "coder:0"); code != 1 || !strings.Contains(errOut, "no turn") {
 		t.Errorf("cancel with no turn: exit %d %s", code, errOut)

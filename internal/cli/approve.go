@@ -29,17 +29,6 @@ func (e *env) approveCmd() *cobra.Command {
 	}
 }
 
-func (e *env) denyCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "deny ID",
-		Short: "answer a protocol agent's permission request with its first reject option",
-		Args:  cobra.ExactArgs(1),
-		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			return e.answer(args[0], "", "reject_once")
-		}),
-	}
-}
-
 // answer answers the open request of instance id with opt, or with its
 // first option of kind (then of the kind's "always" form).
 func (e *env) answer(id, opt, kind string) error {
