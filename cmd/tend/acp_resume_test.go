@@ -275,10 +275,7 @@ func TestACPPromptFanOutAndInterrupt(t *testing.T) {
 		t.Errorf("tend prompt - : %v %q", err, out)
 	}
 	p := tendStart(t, tend, "--socket", sock, "prompt", "echo:0", "slow one")
-	testutil.Eventually(t, "the slow turn under way", func() bool {
-		s, err := c.Status("echo:0")
-		return err == nil && s.TurnActive
-	}, testutil.Explain(eventsOf(c)))
+	slowTurn(t, tend, sock, c, "echo:0")
 	if code, _, _ := tendRun(t, tend, "--socket", sock, "wait", "echo:0", "--until", "idle", "--timeout", "300ms"); code != 1 {
 		t.Errorf("tend wait --until idle during the turn: exit %d, want 1 (timed out)", code)
 	}
@@ -308,10 +305,7 @@ func TestACPTurnGrace(t *testing.T) {
 	if _, err := c.Prompt("echo:0", "slow"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "the turn under way", func() bool {
-		s, err := c.Status("echo:0")
-		return err == nil && s.TurnActive
-	}, testutil.Explain(eventsOf(c)))
+	slowTurn(t, tend, sock, c, "echo:0")
 	if code, _, errOut := tendRun(t, tend, "--socket", sock, "stop", "--no-wait", "echo:0"); code != 0 {
 		t.Fatalf("stop: %d %s", code, errOut)
 	}
@@ -330,5 +324,16 @@ func TestACPTurnGrace(t *testing.T) {
 	testutil.Eventually(t, "stopped once the turn ended", func() bool {
 		s, err := c.Status("echo:0")
 		return err == nil && s.State == program.StateStopped && s.PID == nil
+	}, testutil.Explain(eventsOf(c)))
+}
+
+// slowTurn waits until tend-acp-agent has begun a slow turn of id's (its
+// first words are in the transcript): a cancel before that is lost on it.
+func slowTurn(t *testing.T, tend, sock string, c *client.Client, id string) {
+	t.Helper()
+	testutil.Eventually(t, "the slow turn under way in the agent", func() bool {
+		_, logs, _ := tendRun(t, tend, "--socket", sock, "logs", id)
+		s, err := c.Status(id)
+		return err == nil && s.TurnActive && strings.Contains(logs, "slow turn under way")
 	}, testutil.Explain(eventsOf(c)))
 }

@@ -93,6 +93,12 @@ func (a *testAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		return sdk.PromptResponse{}, &sdk.RequestError{Code: -32602, Message: "no such session"}
 	}
 	if os.Getenv("ACP_MODE") == "slow" && strings.HasPrefix(text, "slow") {
+		// Said first, so a test knows the turn is under way here: a
+		// session/cancel that comes before it is lost (the SDK has not
+		// yet made the turn's context).
+		if err := a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText("slow turn under way\n")}); err != nil {
+			return sdk.PromptResponse{}, err
+		}
 		d, _ := time.ParseDuration(os.Getenv("ACP_DELAY"))
 		select {
 		case <-time.After(d):

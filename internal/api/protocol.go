@@ -90,14 +90,12 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(event string, v any) error {
+	write := func(event string, v any) error {
 		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return err
-		}
-		return rc.Flush()
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		return err
 	}
-	if send("prompt", program.PromptAnswer{ID: id, PromptID: t.PromptID()}) != nil {
+	if write("prompt", program.PromptAnswer{ID: id, PromptID: t.PromptID()}) != nil || rc.Flush() != nil {
 		return nil
 	}
 	for {
@@ -105,16 +103,49 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 		if err != nil {
 			return nil // the client left
 		}
-		for _, u := range ups {
-			if send("update", u) != nil {
+		// What came since the last look goes as one write and one flush,
+		// runs of text as one update: a streamed answer comes in many
+		// small chunks, and a flush (a write to the socket) each would
+		// cost more than the chunk.
+		for _, u := range coalesce(ups) {
+			if write("update", u) != nil {
 				return nil
 			}
 		}
 		if stop != "" {
-			_ = send("end", program.TurnUpdate{Type: program.UpdateEnd, PromptID: t.PromptID(), StopReason: stop})
+			_ = write("end", program.TurnUpdate{Type: program.UpdateEnd, PromptID: t.PromptID(), StopReason: stop})
+			_ = rc.Flush()
+			return nil
+		}
+		if rc.Flush() != nil {
 			return nil
 		}
 	}
+}
+
+// coalesce joins runs of text updates into one, keeping the order.
+func coalesce(ups []program.TurnUpdate) []program.TurnUpdate {
+	out := make([]program.TurnUpdate, 0, len(ups))
+	for i := 0; i < len(ups); {
+		j := i + 1
+		if ups[i].Type == program.UpdateText {
+			for j < len(ups) && ups[j].Type == program.UpdateText {
+				j++
+			}
+		}
+		if j == i+1 {
+			out = append(out, ups[i])
+			i = j
+			continue
+		}
+		var b strings.Builder
+		for _, u := range ups[i:j] {
+			b.WriteString(u.Text)
+		}
+		out = append(out, program.TurnUpdate{Type: program.UpdateText, Text: b.String()})
+		i = j
+	}
+	return out
 }
 
 // cancelTurn answers POST /v1/programs/{id}/cancel.
