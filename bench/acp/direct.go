@@ -123,4 +123,3 @@ func (directClient) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest)
 func (directClient) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
 	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound("terminal/wait_for_exit")
 }
-
