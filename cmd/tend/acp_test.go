@@ -74,6 +74,9 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 	if _, out, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "ps"); !strings.Contains(out, "waiting") {
 		t.Errorf("tend ps does not show waiting:\n%s", out)
 	}
+	if _, out, _ := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "status", "coder:0"); !strings.Contains(out, "waiting:") || !strings.Contains(out, "allow (allow_once: Allow this change)") {
+		t.Errorf("tend status of a waiting agent:\n%s", out)
+	}
 	if code, _, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "approve", "coder:0", "nope"); code != 2 {
 		t.Errorf("approve with an unknown option: exit %d (%s)", code, errOut)
 	}
