@@ -81,6 +81,9 @@ type Hooks struct {
 	// NotACP hears a line of the agent's stdout that is not JSON-RPC (it
 	// is also counted in Errors).
 	NotACP func(line []byte)
+	// End is told once, when the agent's stdout is no longer read (it
+	// ended, or the connection was closed).
+	End func()
 }
 
 // Options configure one run's connection.
@@ -157,6 +160,9 @@ func (c *Conn) read(t *ids) {
 		},
 	})
 	c.pipeW.CloseWithError(io.EOF)
+	if c.opts.Hooks.End != nil {
+		c.opts.Hooks.End()
+	}
 	if errors.Is(err, ErrTooLarge) {
 		c.emit(Event{Kind: EventFailed, Err: ErrTooLarge})
 	}

@@ -105,6 +105,10 @@ func (o *Output) AttachProtocol() (stdin, stdout *os.File, err error) {
 // they end, the unfinished one kept for what follows.
 func (o *Output) Text(p []byte) { o.frame(logfile.Stdout, p, true) }
 
+// EndText ends the transcript of a protocol run: its unfinished line is
+// written, and the run's stdout counts as ended (StreamEnds).
+func (o *Output) EndText() { o.frame(logfile.Stdout|endFlag, nil, false) }
+
 // Raw stores one JSON-RPC line as it went over the wire (stream acp, shown
 // by tend logs --raw). It is the run's activity (idle_output_timeout).
 func (o *Output) Raw(line []byte) {

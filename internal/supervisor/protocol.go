@@ -126,6 +126,7 @@ func (in *Instance) startProtocol(stdin, stdout *os.File, attached bool, n int) 
 			NotACP: func(line []byte) {
 				in.out.Text([]byte("[not acp] " + string(line) + "\n"))
 			},
+			End: in.out.EndText,
 		},
 	})
 	p.mu.Lock()
