@@ -243,4 +243,7 @@ restart = "never"
 		st, err := c.Status("big:0")
 		return err == nil && st.State == program.StateExited && strings.Contains(st.Why, "over 8 MiB")
 	}, testutil.Explain(eventsOf(c)))
+	if code, _, errOut := tendRun(t, tend, "--socket", sock, "prompt", "big:0", "hi"); code != 1 || !strings.Contains(errOut, "big:0 is not running") || !strings.Contains(errOut, "over 8 MiB") {
+		t.Errorf("prompt to an ended agent: exit %d %s", code, errOut)
+	}
 }
