@@ -26,10 +26,11 @@ import (
 // `tend up &`: every verb, exit status and message a user sees.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
-		"tend-flip": flipMain,
-		"tend-hog":  hogMain,
-		"tend-beat": beatMain,
+		"tend":           func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend-flip":      flipMain,
+		"tend-hog":       hogMain,
+		"tend-beat":      beatMain,
+		"tend-acp-agent": acpAgentMain,
 		// Another user's processes serving tend's sockets (trust_test.go).
 		"tend-fake-keeper": fakeKeeperMain,
 		"tend-fake-daemon": fakeDaemonMain,

@@ -59,6 +59,12 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, program.ErrNotRunning):
 		return http.StatusConflict
+	case errors.Is(err, program.ErrNotProtocol), errors.Is(err, program.ErrNothingOpen), errors.Is(err, program.ErrNoTurn):
+		return http.StatusConflict
+	case errors.Is(err, program.ErrUnknownOption):
+		return http.StatusBadRequest
+	case errors.Is(err, program.ErrQueueFull):
+		return http.StatusTooManyRequests
 	case errors.Is(err, program.ErrStopping):
 		return http.StatusServiceUnavailable
 	}

@@ -228,6 +228,9 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
+		Turned:   func(s string, l time.Duration) { d.metrics.ObserveTurn(s, l) },
+		Answered: func(by string) { d.metrics.CountPermission(by) },
+		Version:  opts.Version,
 		Record:   d.record, Intents: d.intents, Keeper: d.keeper,
 	}, d.broker.Forget)
 	d.mgr.SetIntents(intents)
@@ -253,7 +256,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		SubscribersCut:  d.log.CutOffs,
 	})
 	d.terminals = &terminals{d: d} // the API's Terminals, for its screen, input and attach routes
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals})
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals, Protocols: &protocols{d: d}})
 	started = true
 	if testStarted != nil {
 		testStarted(d)

@@ -50,6 +50,11 @@ type Intent struct {
 	// is that stop's, never a crash, also when a daemon killed meanwhile
 	// leaves it to the next one (docs/daemon.md#damaged-records).
 	Retiring bool `json:"retiring,omitempty"`
+	// Session is a protocol agent's session (docs/protocol.md#resume):
+	// the next run continues it with session/load; Turn the prompt whose
+	// turn was under way, ended by the next daemon.
+	Session string `json:"session,omitempty"`
+	Turn    string `json:"turn,omitempty"`
 }
 
 // IsProgram says whether r is a program's record (else an instance's).

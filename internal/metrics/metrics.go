@@ -55,6 +55,7 @@ type Metrics struct {
 	// a series that appears with its first drop misses that drop). The map
 	// is read-only after New; the counters are safe for concurrent use.
 	notifyDropped map[string]prometheus.Counter
+	proto         *protocolMetrics
 }
 
 // exitDetectionBuckets run from 50µs to ~100ms, doubling: the reaper's path
@@ -82,6 +83,9 @@ func New(src Source) *Metrics {
 	}
 	fleet, counters := newFleetCounters()
 	m.fleet = fleet
+	proto, pcs := newProtocolMetrics()
+	m.proto = proto
+	counters = append(counters, pcs...)
 	shared := append([]prometheus.Collector{
 		m.exitDetection,
 		drops,

@@ -195,6 +195,8 @@ var kinds = []struct {
 	{KindGaveUp, func() any { return &GaveUp{} }},
 	{KindStatusChanged, func() any { return &Status{} }},
 	{KindTrackedChanged, func() any { return &TrackedChanged{} }},
+	{KindTurn, func() any { return &Turn{} }},
+	{KindPermission, func() any { return &Permission{} }},
 	{KindDaemon, func() any { return &DaemonPhase{} }},
 }
 

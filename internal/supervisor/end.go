@@ -23,6 +23,7 @@ import (
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
 	in.endTTY(r.pid)
+	in.endProtocol()
 	in.cur = nil
 	in.unrecorded = true
 	in.disarm()

@@ -27,6 +27,8 @@ type keptState struct {
 	last     *program.LastExit // a new value at every end of a run
 	backoff  *program.Backoff
 	next     time.Time
+	session  string // a protocol agent's session
+	turn     string // the prompt whose turn is under way
 }
 
 func (in *Instance) keptNow() keptState {
@@ -34,6 +36,7 @@ func (in *Instance) keptNow() keptState {
 		state: in.state, stopped: in.opStopped,
 		runs: in.runs, crashes: in.hist.CrashCount, degraded: in.hist.Degraded, restarts: in.hist.Restarts,
 		last: in.lastExit, backoff: in.backoff, next: in.nextStart,
+		session: in.proto.sessionID(), turn: in.proto.turnID(),
 	}
 }
 
@@ -52,6 +55,7 @@ func (in *Instance) keep() {
 	in.deps.Intents.Put(kept.Intent{
 		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
 		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next,
+		Session: now.session, Turn: now.turn,
 	})
 }
 
@@ -122,6 +126,7 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 		in.hist = restart.Restore(*r.History)
 	}
 	in.lastExit = r.LastExit
+	in.proto.restore(r.Session, r.Turn)
 	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer
 	in.attempts = in.runs
 	switch {

@@ -158,6 +158,9 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 				m.carriedRuns++
 			}
 		}
+		if in.adopted && in.cur != nil {
+			in.attachProtocol() // with the session restored above
+		}
 		switch first {
 		case firstStart:
 			todo.starts = append(todo.starts, in)
