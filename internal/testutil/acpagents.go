@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -78,6 +79,8 @@ func RealCLI(t testing.TB, name string) []string {
 	return append([]string{bin}, argv[1:]...)
 }
 
+var agentUsers atomic.Int32 // how many AgentUser made: their names differ
+
 // AgentUser creates a system user with a home directory of its own for the
 // test, removed with its home when the test ends, and returns its name:
 // claude-code-acp will not work as root, and writes its settings in $HOME.
@@ -88,7 +91,7 @@ func AgentUser(t testing.TB) string {
 		t.Skip("running an agent as another user needs root")
 	}
 	NeedTool(t, "useradd")
-	name := fmt.Sprintf("tendacp%d", os.Getpid()%100000)
+	name := fmt.Sprintf("tendacp%d-%d", os.Getpid()%100000, agentUsers.Add(1))
 	home := filepath.Join(os.TempDir(), name+"-home")
 	out, err := exec.Command("useradd", "--system", "--create-home", "--home-dir", home,
 		"--shell", "/usr/sbin/nologin", name).CombinedOutput()

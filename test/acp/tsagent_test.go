@@ -112,18 +112,20 @@ type agentRun struct {
 	rec    *recorder
 	stderr *testutil.Buffer
 	exited chan struct{}
+	killed bool // kill has been called: the group is not killed twice
 }
 
-// startAgent starts the agent in dir, where it keeps its sessions, and
-// initializes the connection as tend does: protocol 1, no file system or
-// terminal offered.
-func startAgent(t *testing.T, argv []string, dir string) *agentRun {
+// spawn starts an agent in dir (with env, as cred when not nil, in a
+// process group of its own) and connects the test's client to it.
+func spawn(t *testing.T, argv []string, dir string, env []string, cred *syscall.Credential) *agentRun {
 	t.Helper()
 	a := &agentRun{rec: &recorder{}, stderr: &testutil.Buffer{}, exited: make(chan struct{})}
 	a.cmd = exec.Command(argv[0], argv[1:]...)
-	a.cmd.Dir = dir
-	a.cmd.Env = append(os.Environ(), "TS_AGENT_SESSIONS=")
+	a.cmd.Dir, a.cmd.Env = dir, env
 	a.cmd.Stderr = a.stderr
+	// The npm commands are node wrappers around the agent's own process
+	// (codex-acp's binary, Claude Code): the test ends them all.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	stdin, err := a.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -144,27 +146,40 @@ func startAgent(t *testing.T, argv []string, dir string) *agentRun {
 	})
 	a.conn = acp.NewClientSideConnection(a.rec, stdin, stdout)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline)
-	defer cancel()
-	init, err := a.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	return a
+}
+
+// initialize says initialize as tend does: protocol 1, no file system or
+// terminal offered.
+func (a *agentRun) initialize(t *testing.T) acp.InitializeResponse {
+	t.Helper()
+	init, err := a.conn.Initialize(ctxT(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
 	if err != nil {
 		t.Fatalf("initialize: %v\nstderr:\n%s", err, a.stderr.String())
 	}
+	return init
+}
+
+// startAgent starts the TypeScript-SDK agent in dir, where it keeps its
+// sessions, and initializes the connection.
+func startAgent(t *testing.T, argv []string, dir string) *agentRun {
+	t.Helper()
+	a := spawn(t, argv, dir, append(os.Environ(), "TS_AGENT_SESSIONS="), nil)
+	init := a.initialize(t)
 	if init.ProtocolVersion != acp.ProtocolVersionNumber || !init.AgentCapabilities.LoadSession {
 		t.Fatalf("initialize answered protocol %d, loadSession %v; want %d, true", init.ProtocolVersion, init.AgentCapabilities.LoadSession, acp.ProtocolVersionNumber)
 	}
 	return a
 }
 
-// kill SIGKILLs the agent, as a crash or the OOM killer would, and waits for
-// it to be gone.
+// kill SIGKILLs the agent's process group, as a crash or the OOM killer
+// would, and waits for the agent to be gone.
 func (a *agentRun) kill() {
-	select {
-	case <-a.exited:
+	if a.killed {
 		return
-	default:
 	}
-	a.cmd.Process.Signal(syscall.SIGKILL)
+	a.killed = true
+	syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
 	<-a.exited
 }
 
