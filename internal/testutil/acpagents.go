@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -63,7 +65,10 @@ func RealCLI(t testing.TB, name string) []string {
 	if !ok {
 		t.Fatalf("RealCLI: no agent CLI named %q", name)
 	}
-	NeedTool(t, "node")
+	node := NeedTool(t, "node")
+	if v := nodeMajor(node); v < 20 {
+		Missing(t, "the agent CLIs need node 20 or later, and %s is %d (.ci/run installs one)", node, v)
+	}
 	dir, err := filepath.Abs(filepath.Join(ACPDir(), "clis"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +82,17 @@ func RealCLI(t testing.TB, name string) []string {
 		bin = p
 	}
 	return append([]string{bin}, argv[1:]...)
+}
+
+// nodeMajor is the major version of the node at path, 0 when it does not say.
+func nodeMajor(path string) int {
+	out, err := exec.Command(path, "-p", "process.versions.node").Output()
+	if err != nil {
+		return 0
+	}
+	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), ".")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 var agentUsers atomic.Int32 // how many AgentUser made: their names differ
