@@ -238,6 +238,7 @@ func TestRealCLIsUnderTend(t *testing.T) {
 	fatal := func(id, reason string, methods ...string) {
 		t.Helper()
 		st := f.await(t, id, "fatal", func(s program.Status) bool { return s.State == program.StateFatal })
+		t.Logf("%s: %s, why %q", id, st.State, st.Why)
 		for _, w := range append([]string{"the agent needs authentication", reason}, methods...) {
 			if !strings.Contains(st.Why, w) {
 				t.Errorf("%s: why %q lacks %q", id, st.Why, w)
@@ -252,6 +253,7 @@ func TestRealCLIsUnderTend(t *testing.T) {
 		st := f.await(t, "claude-root:0", "failing session/new", func(s program.Status) bool {
 			return strings.Contains(s.Why, "Internal error")
 		})
+		t.Logf("claude-root:0: %s, why %q", st.State, st.Why)
 		if logs := f.logs("claude-root:0"); !strings.Contains(logs, "cannot be used with root/sudo privileges") {
 			t.Errorf("the log of claude-code-acp as root (why %q) lacks its reason:\n%s", st.Why, logs)
 		}
