@@ -79,6 +79,7 @@ func TestRealCLIsUnderTend(t *testing.T) {
 	if strings.Contains(out, "unknown command") {
 		t.Skipf("this tend has no prompt verb yet: %s", out)
 	}
+	t.Logf("tend prompt claude:0: %v: %s", err, out)
 	if err == nil || !strings.Contains(out, "Authentication required") {
 		t.Errorf("tend prompt to claude-code-acp without a login: %v, want a failure naming \"Authentication required\":\n%s", err, out)
 	}
