@@ -417,3 +417,31 @@ func TestTSAgentCancel(t *testing.T) {
 		wantAnswer(t, us, `turn 3; you said before: "answer slow please", "ask permission";`)
 	}
 }
+
+// TestTSAgentCrashMidTurn: the word crash makes the agent exit (status 3)
+// in the middle of its answer; the prompt it was answering is on disk, so a
+// new process loads the session with it.
+func TestTSAgentCrashMidTurn(t *testing.T) {
+	t.Parallel()
+	argv := testutil.TSAgent(t)
+	dir := t.TempDir()
+	a := startAgent(t, argv, dir)
+	sid := a.newSession(t, dir)
+	if _, err := a.conn.Prompt(ctxT(t), acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("crash now")}}); err == nil {
+		t.Fatal("a prompt to crash was answered")
+	}
+	<-a.exited
+	if code := a.cmd.ProcessState.ExitCode(); code != 3 {
+		t.Errorf("the agent exited with %d, want 3", code)
+	}
+	b := startAgent(t, argv, dir)
+	if _, err := b.conn.LoadSession(ctxT(t), acp.LoadSessionRequest{SessionId: sid, Cwd: dir, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load after the crash: %v", err)
+	}
+	if got := strings.Join(chunks(b.rec.take(), true), "|"); got != "crash now" {
+		t.Errorf("session/load replayed the user's messages as %q, want %q", got, "crash now")
+	}
+	if _, us := b.prompt(t, sid, "again"); !strings.Contains(text(us), `turn 2; you said before: "crash now";`) {
+		t.Errorf("the answer after the crash: %q", text(us))
+	}
+}
