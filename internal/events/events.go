@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,15 @@ type Log struct {
 	closed  bool  // guarded by mu
 	err     error // the last append or prune error; guarded by mu
 
+	// The seq reservation (seqfile.go) and the range of seqs the audit
+	// log could not keep, not yet marked by a gap event; guarded by mu.
+	seqf     *os.File
+	reserved uint64
+	seqDirty bool
+	lostFrom uint64
+	lostTo   uint64
+	lostWhy  string
+
 	published   atomic.Uint64
 	cutOffs     atomic.Uint64
 	writeErrors atomic.Uint64
@@ -165,6 +175,17 @@ func (l *Log) open() error {
 	}
 	if l.seq, err = lastSeq(l.dir, files); err != nil {
 		return err
+	}
+	n, dirty, serr := l.openSeqFile()
+	if serr != nil {
+		l.health().Failed(l.dir.Rel(seqName), serr) // seq is still the audit's; a loss now could reuse it
+	}
+	l.reserved, l.seqDirty = n, dirty
+	if dirty && n > l.seq+1 {
+		// A daemon died while events were lost: those seqs may have
+		// been handed out. Never again; the gap says so.
+		l.lostFrom, l.lostTo, l.lostWhy = l.seq+1, n-1, "the daemon stopped before the audit log could mark these events lost"
+		l.seq = n - 1
 	}
 	l.day = l.now().UTC().Format(dayLayout)
 	if n := len(files); n > 0 && files[n-1].day >= l.day {
@@ -245,7 +266,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 	}
 	l.seq = e.Seq
 	e.JSON = line[:len(line):len(line)] // the append below must not write into what readers share
-	victims := l.appendLocked(e.TS, append(line, '\n'))
+	victims := l.appendLocked(e.Seq, e.TS, append(line, '\n'))
 	l.published.Add(1)
 	for _, s := range l.subs {
 		s.deliverLocked(e)
@@ -264,7 +285,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 // or tear the last lines; readers skip a line that does not parse. It
 // returns the files the size cap now removes, for the caller to remove
 // once it has let go of mu.
-func (l *Log) appendLocked(ts time.Time, line []byte) (victims []string) {
+func (l *Log) appendLocked(seq uint64, ts time.Time, line []byte) (victims []string) {
 	switch day := ts.Format(dayLayout); {
 	case day > l.day:
 		victims = l.rotateLocked(day, 0)
@@ -275,20 +296,55 @@ func (l *Log) appendLocked(ts time.Time, line []byte) (victims []string) {
 			l.writeFailedLocked(err)
 		}
 	}
-	if l.f == nil {
+	if l.f == nil || !l.writeLineLocked(line) {
+		l.lostLocked(seq)
 		return victims
 	}
-	n, err := l.f.Write(line)
-	l.size += int64(n)
-	if err != nil {
-		// Part of the line may be in the file: drop the handle, so the
-		// next append reopens it and starts on a fresh line.
-		l.f.Close()
-		l.f = nil
-		l.writeFailedLocked(err)
+	if l.lostFrom != 0 {
+		l.gapLocked()
 	}
 	return victims
 }
+
+// writeLineLocked appends line to the current file in one write; false
+// if it is not there whole. A write that fails or falls short is cut
+// back, so that no torn line stays between whole ones; if even that
+// fails, the handle is dropped and the next append reopens the file and
+// starts a fresh line.
+func (l *Log) writeLineLocked(line []byte) bool {
+	n, err := l.f.Write(line)
+	if err == nil && n < len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		if n > 0 && l.f.Truncate(l.size) != nil {
+			l.f.Close()
+			l.f = nil
+		}
+		l.writeFailedLocked(err)
+		return false
+	}
+	l.size += int64(n)
+	l.health().Wrote(l.healthName())
+	return true
+}
+
+// lostLocked notes that the event seq is not in the audit log: the gap
+// event names it once an append succeeds, and the reservation keeps its
+// seq from being handed out again after a kill.
+func (l *Log) lostLocked(seq uint64) {
+	if l.lostFrom == 0 {
+		l.lostFrom = seq
+	}
+	l.lostTo = seq
+	if l.err != nil {
+		l.lostWhy = l.err.Error()
+	}
+	l.reserveLocked(seq + 1)
+}
+
+// health is the state directory's health, which the log reports to.
+func (l *Log) health() *statedir.Health { return l.dir.Health() }
 
 // full reports whether the current part cannot take n more bytes. An empty
 // part takes any line.
@@ -313,6 +369,7 @@ func (l *Log) rotateLocked(day string, part int) (victims []string) {
 func (l *Log) writeFailedLocked(err error) {
 	l.writeErrors.Add(1)
 	l.err = fmt.Errorf("events: audit log: %w", err)
+	l.health().Failed(l.healthName(), err)
 }
 
 // openPartLocked makes the file of day's part the one appended to. If the
@@ -504,6 +561,10 @@ func (l *Log) Close() error {
 	if l.f != nil {
 		err = l.f.Close()
 		l.f = nil
+	}
+	if l.seqf != nil {
+		l.seqf.Close()
+		l.seqf = nil
 	}
 	l.mu.Unlock()
 

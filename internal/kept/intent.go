@@ -166,11 +166,29 @@ func (k *Intents) Get(id string) (Intent, bool) {
 	return k.t.Get(id)
 }
 
-// Sync writes every record put so far to the journal.
-func (k *Intents) Sync() {
-	if k != nil {
-		k.t.Sync()
+// Sync writes every record put so far to the journal, or says why it
+// could not.
+func (k *Intents) Sync() error {
+	if k == nil {
+		return nil
 	}
+	return k.t.Sync()
+}
+
+// Commit records rs as one decision, durably (written and flushed to
+// disk) before it returns nil: an operator's decision or a policy's
+// verdict, which the daemon acts on or announces only then
+// (docs/daemon.md#when-the-disk-fills). The error (wrapping
+// program.ErrNotKept) means nothing of rs was recorded. While the record
+// is frozen (a clean stop, an upgrade) it records nothing and returns nil.
+func (k *Intents) Commit(rs ...Intent) error {
+	if k == nil || k.frozen.Load() || len(rs) == 0 {
+		return nil
+	}
+	if err := k.t.Commit(rs...); err != nil {
+		return fmt.Errorf("%w: %s: %w", program.ErrNotKept, IntentFile, err)
+	}
+	return nil
 }
 
 // Freeze keeps the record as it is from now on: Put and Delete do
@@ -181,7 +199,7 @@ func (k *Intents) Sync() {
 func (k *Intents) Freeze() {
 	if k != nil {
 		k.frozen.Store(true)
-		k.t.Sync()
+		_ = k.t.Sync() // what it cannot write is the health's to report
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -48,10 +49,16 @@ type Table[R any] struct {
 
 	put chan struct{} // a Put waits to be journaled; capacity 1
 
-	mu      sync.Mutex          // guards recs, journal and pending
+	mu      sync.Mutex          // guards recs, journal, jsize, pending and err
 	recs    map[string]R        // by key
 	journal *os.File            // NAME.log, appended to on every change; nil if it cannot be opened
-	pending map[string]struct{} // keys Put and not yet journaled
+	jsize   int64               // the journal's size up to its last whole line
+	pending map[string]struct{} // keys Put (or whose write failed) and not yet journaled
+	err     error               // the last write error
+
+	cmu     sync.Mutex      // guards queue and leading: the group commit (Commit)
+	queue   []*commitReq[R] // Commits waiting for the next batch
+	leading bool            // a Commit is writing a batch; the others wait for it
 }
 
 // Schema says how a Table's records are keyed and which read back are
@@ -167,26 +174,38 @@ func sortedByKey[R any](m map[string]R, key func(R) string) []R {
 
 // OpenTable starts keeping NAME in d, beginning with recs (every record
 // loaded: those nobody claims are written back as they are). It writes
-// NAME and the journal's snapshot at once.
+// NAME and the journal's snapshot at once; when it cannot (a full disk),
+// it goes on appending to the journal the earlier daemon left, which
+// leads to the same records, and compacts once it can.
 func OpenTable[R any](d *Dir, name string, s Schema[R], recs []R) *Table[R] {
 	t := &Table[R]{dir: d, name: name, schema: s, dirty: make(chan struct{}, 1), put: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]R{}, pending: map[string]struct{}{}}
 	for _, r := range recs {
 		t.recs[s.Key(r)] = r
 	}
 	t.mu.Lock()
-	_ = t.compactLocked() // a failed write is retried with the next change
+	if err := t.compactLocked(); err != nil {
+		t.failedLocked(err)
+		_ = t.openJournalLocked() // its error is the next write's
+		t.touch()                 // the writer compacts once it can
+	}
 	t.mu.Unlock()
 	go t.writer()
 	return t
 }
 
 // Set records r, replacing the record of its key. It is in the journal
-// when Set returns.
+// when Set returns, unless the journal cannot be written: then the
+// writer writes it once it can (Err says why it could not).
 func (t *Table[R]) Set(r R) {
 	line, _ := json.Marshal(r)
+	k := t.schema.Key(r)
 	t.mu.Lock()
-	t.recs[t.schema.Key(r)] = r
-	t.appendLocked(line)
+	t.recs[k] = r
+	if t.writeJournalLocked(append(line, '\n')) == nil {
+		delete(t.pending, k)
+	} else {
+		t.pending[k] = struct{}{}
+	}
 	t.mu.Unlock()
 	t.touch()
 }
@@ -208,31 +227,112 @@ func (t *Table[R]) Put(r R) {
 	}
 }
 
-// Sync writes what Put left for the writer to the journal now.
-func (t *Table[R]) Sync() {
+// Sync writes what Put left for the writer to the journal now, and
+// returns the error when it cannot (what it could not write stays for
+// the writer to retry).
+func (t *Table[R]) Sync() error {
 	t.mu.Lock()
-	t.journalPendingLocked()
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return t.journalPendingLocked()
+}
+
+// pendingLinesLocked is the journal lines of the pending keys: each one's
+// record, or its gone line once deleted.
+func (t *Table[R]) pendingLinesLocked() []byte {
+	var b []byte
+	for k := range t.pending {
+		if r, ok := t.recs[k]; ok {
+			line, _ := json.Marshal(r)
+			b = append(append(b, line...), '\n')
+		} else {
+			b = append(append(b, t.schema.goneLine(k)...), '\n')
+		}
+	}
+	return b
 }
 
 // journalPendingLocked appends the records of the pending keys to the
-// journal, in one write.
-func (t *Table[R]) journalPendingLocked() {
+// journal, in one write. On an error they stay pending.
+func (t *Table[R]) journalPendingLocked() error {
 	if len(t.pending) == 0 {
-		return
+		return nil
 	}
-	var b []byte
-	for k := range t.pending {
-		if r, ok := t.recs[k]; ok { // deleted since: its gone line is written
+	if err := t.writeJournalLocked(t.pendingLinesLocked()); err != nil {
+		t.touch() // retried with the next compaction
+		return err
+	}
+	clear(t.pending)
+	t.touch()
+	return nil
+}
+
+// Commit records rs durably, as one decision: their lines (after what Put
+// left pending) are appended to the journal in one write and flushed to
+// disk (fsync) before Commit returns nil. On an error nothing of rs is
+// recorded, in the journal or in memory: the caller must not act on the
+// decision. Concurrent Commits share writes and flushes (a group commit,
+// as databases do): ten thousand instances stopped at once cost a few
+// fsyncs, not ten thousand.
+func (t *Table[R]) Commit(rs ...R) error {
+	req := &commitReq[R]{recs: rs, done: make(chan error, 1)}
+	t.cmu.Lock()
+	t.queue = append(t.queue, req)
+	if t.leading {
+		t.cmu.Unlock()
+		return <-req.done
+	}
+	t.leading = true
+	for len(t.queue) > 0 {
+		batch := t.queue
+		t.queue = nil
+		t.cmu.Unlock()
+		err := t.commitBatch(batch)
+		for _, q := range batch {
+			q.done <- err
+		}
+		t.cmu.Lock()
+	}
+	t.leading = false
+	t.cmu.Unlock()
+	return <-req.done
+}
+
+// commitReq is one caller's Commit, waiting for its batch.
+type commitReq[R any] struct {
+	recs []R
+	done chan error // capacity 1
+}
+
+// commitBatch writes and flushes the records of a batch of Commits.
+func (t *Table[R]) commitBatch(batch []*commitReq[R]) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.pendingLinesLocked()
+	for _, q := range batch {
+		for _, r := range q.recs {
 			line, _ := json.Marshal(r)
 			b = append(append(b, line...), '\n')
 		}
 	}
+	start := t.jsize
+	if err := t.writeJournalLocked(b); err != nil {
+		return err
+	}
+	if err := t.journal.Sync(); err != nil {
+		// Not on disk for sure: undo the lines, so that no later daemon
+		// acts on a decision this one refused.
+		t.cutJournalLocked(start)
+		t.failedLocked(err)
+		return fmt.Errorf("%s: fsync: %w", t.dir.Join(journalOf(t.name)), err)
+	}
 	clear(t.pending)
-	if t.journal != nil && len(b) > 0 {
-		_, _ = t.journal.Write(b)
+	for _, q := range batch {
+		for _, r := range q.recs {
+			t.recs[t.schema.Key(r)] = r
+		}
 	}
 	t.touch()
+	return nil
 }
 
 // Delete drops the record of key.
@@ -248,7 +348,9 @@ func (t *Table[R]) DeleteIf(key string, cond func(R) bool) {
 	if del {
 		delete(t.recs, key)
 		delete(t.pending, key)
-		t.appendLocked(t.schema.goneLine(key))
+		if t.writeJournalLocked(append(t.schema.goneLine(key), '\n')) != nil {
+			t.pending[key] = struct{}{} // its gone line, once the journal can take it
+		}
 	}
 	t.mu.Unlock()
 	if del {
@@ -271,12 +373,6 @@ func (t *Table[R]) Records() []R {
 	return sortedByKey(t.recs, t.schema.Key)
 }
 
-func (t *Table[R]) appendLocked(line []byte) {
-	if t.journal != nil {
-		_, _ = t.journal.Write(append(line, '\n'))
-	}
-}
-
 // Close writes the last state and stops the writer. It is idempotent.
 func (t *Table[R]) Close() error {
 	var err error
@@ -285,8 +381,10 @@ func (t *Table[R]) Close() error {
 		<-t.done
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		t.journalPendingLocked()
-		err = t.compactLocked()
+		jerr := t.journalPendingLocked()
+		if err = t.compactLocked(); err != nil {
+			err = errors.Join(jerr, err)
+		}
 		if t.journal != nil {
 			t.journal.Close()
 			t.journal = nil
@@ -329,7 +427,7 @@ func (t *Table[R]) writer() {
 	for {
 		select {
 		case <-t.put:
-			t.Sync()
+			_ = t.Sync() // what it could not write stays pending, retried below
 		case <-t.dirty:
 			if compact == nil {
 				compact = time.After(compactEvery)
@@ -337,9 +435,15 @@ func (t *Table[R]) writer() {
 		case <-compact:
 			compact = nil
 			t.mu.Lock()
-			t.journalPendingLocked() // the old journal must lead to them if the compaction fails
-			_ = t.compactLocked()    // a failed write is retried with the next change
+			_ = t.journalPendingLocked() // the old journal must lead to them if the compaction fails
+			err := t.compactLocked()
+			if err != nil {
+				t.failedLocked(err)
+			}
 			t.mu.Unlock()
+			if err != nil { // a full disk: tried again every compactEvery until it takes
+				compact = time.After(compactEvery)
+			}
 		case <-t.closing:
 			return
 		}
@@ -378,7 +482,11 @@ func (t *Table[R]) compactLocked() error {
 	_ = t.dir.Remove(tmp)
 	j, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err == nil {
-		if _, err = j.Write(snap.Bytes()); err == nil {
+		var n int
+		if n, err = j.Write(snap.Bytes()); err == nil && n < snap.Len() {
+			err = io.ErrShortWrite
+		}
+		if err == nil {
 			err = t.dir.Rename(tmp, journal)
 		}
 		if err != nil {
@@ -394,6 +502,109 @@ func (t *Table[R]) compactLocked() error {
 	if t.journal != nil {
 		t.journal.Close()
 	}
-	t.journal = j
+	t.journal, t.jsize = j, int64(snap.Len())
+	clear(t.pending) // the snapshot holds every record, and no deleted one
+	t.dir.health.Wrote(t.dir.Rel(t.name))
 	return nil
+}
+
+// errNoJournal is the write's error when the journal is not open (it
+// could not be opened, or a failed write could not be undone).
+var errNoJournal = errors.New("the journal is not open")
+
+// writeJournalLocked appends b (whole lines) to the journal in one
+// write. It never leaves part of a line behind: a write that fails or
+// falls short is cut back (ftruncate, which a full disk allows), and if
+// even that fails the journal is closed, to be reopened (and its torn
+// tail cut) by the next write or replaced by the next compaction.
+func (t *Table[R]) writeJournalLocked(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if t.journal == nil {
+		if err := t.openJournalLocked(); err != nil {
+			t.failedLocked(err)
+			return err
+		}
+	}
+	n, err := t.journal.Write(b)
+	if err == nil && n < len(b) {
+		err = &fs.PathError{Op: "write", Path: t.dir.Join(journalOf(t.name)), Err: io.ErrShortWrite}
+	}
+	if err != nil {
+		t.cutJournalLocked(t.jsize)
+		t.failedLocked(err)
+		return err
+	}
+	t.jsize += int64(n)
+	t.dir.health.Wrote(t.dir.Rel(t.name))
+	return nil
+}
+
+// cutJournalLocked cuts the journal back to size, its last whole line;
+// if it cannot, the journal is closed (writeJournalLocked).
+func (t *Table[R]) cutJournalLocked(size int64) {
+	if t.journal == nil {
+		return
+	}
+	if err := t.journal.Truncate(size); err != nil {
+		t.journal.Close()
+		t.journal = nil
+		return
+	}
+	t.jsize = size
+}
+
+// openJournalLocked opens the journal on disk to append to, cut after
+// its last whole line (a write that failed may have left part of one).
+func (t *Table[R]) openJournalLocked() error {
+	f, err := t.dir.OpenFile(journalOf(t.name), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	size, err := wholeLines(f)
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	t.journal, t.jsize = f, size
+	return nil
+}
+
+// wholeLines is the size of f up to and with its last '\n' (0 if none).
+func wholeLines(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := fi.Size()
+	buf := make([]byte, 64<<10)
+	for end > 0 {
+		start := max(0, end-int64(len(buf)))
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+// failedLocked reports a write error of the table's files.
+func (t *Table[R]) failedLocked(err error) {
+	t.err = err
+	t.dir.health.Failed(t.dir.Rel(t.name), err)
+}
+
+// Err returns the last write error of the table's files, or nil.
+func (t *Table[R]) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
 }
