@@ -31,6 +31,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -121,6 +122,9 @@ type Log struct {
 	lostFrom uint64
 	lostTo   uint64
 	lostWhy  string
+	// writeFailing: the last append failed (the health is told when one
+	// succeeds again); guarded by mu.
+	writeFailing bool
 
 	published   atomic.Uint64
 	cutOffs     atomic.Uint64
@@ -200,7 +204,16 @@ func (l *Log) open() error {
 			l.olderBytes += f.Size
 		}
 	}
-	return l.openPartLocked(l.day, l.part) // not shared yet
+	if err := l.openPartLocked(l.day, l.part); err != nil { // not shared yet
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, statedir.ErrNotRegular) {
+			return err // planted, not full: refused (docs/trust.md#state-directory)
+		}
+		// A full disk (its torn last line cannot be ended) must not keep
+		// the daemon from supervising: events go out live, the next
+		// Publish tries again, and the gap is marked once it can be.
+		l.writeFailedLocked(err)
+	}
+	return nil
 }
 
 // newLog applies the defaults of Options.
@@ -325,7 +338,10 @@ func (l *Log) writeLineLocked(line []byte) bool {
 		return false
 	}
 	l.size += int64(n)
-	l.health().Wrote(l.healthName())
+	if l.writeFailing {
+		l.writeFailing = false
+		l.health().Wrote(l.healthName())
+	}
 	return true
 }
 
@@ -369,6 +385,7 @@ func (l *Log) rotateLocked(day string, part int) (victims []string) {
 func (l *Log) writeFailedLocked(err error) {
 	l.writeErrors.Add(1)
 	l.err = fmt.Errorf("events: audit log: %w", err)
+	l.writeFailing = true
 	l.health().Failed(l.healthName(), err)
 }
 

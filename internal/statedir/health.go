@@ -27,6 +27,7 @@ type Health struct {
 type Failure struct {
 	File   string
 	Err    error
+	Cause  string // the system's error alone (no path, no temporary name): a new Cause is a new cause
 	Since  time.Time
 	Errors uint64
 	Ended  time.Time // when a write succeeded again (Healed only)
@@ -55,7 +56,7 @@ func (h *Health) Failed(file string, err error) {
 		f = &Failure{File: file, Since: time.Now()}
 		h.failing[file] = f
 	}
-	f.Err = err
+	f.Err, f.Cause = err, cause(err).Error()
 	f.Errors++
 }
 

@@ -184,7 +184,6 @@ func OpenTable[R any](d *Dir, name string, s Schema[R], recs []R) *Table[R] {
 	}
 	t.mu.Lock()
 	if err := t.compactLocked(); err != nil {
-		t.failedLocked(err)
 		_ = t.openJournalLocked() // its error is the next write's
 		t.touch()                 // the writer compacts once it can
 	}
@@ -436,10 +435,7 @@ func (t *Table[R]) writer() {
 			compact = nil
 			t.mu.Lock()
 			_ = t.journalPendingLocked() // the old journal must lead to them if the compaction fails
-			err := t.compactLocked()
-			if err != nil {
-				t.failedLocked(err)
-			}
+			err := t.compactLocked() // NAME's failure is reported by WriteFileAtomic
 			t.mu.Unlock()
 			if err != nil { // a full disk: tried again every compactEvery until it takes
 				compact = time.After(compactEvery)
@@ -504,7 +500,7 @@ func (t *Table[R]) compactLocked() error {
 	}
 	t.journal, t.jsize = j, int64(snap.Len())
 	clear(t.pending) // the snapshot holds every record, and no deleted one
-	t.dir.health.Wrote(t.dir.Rel(t.name))
+	t.err = nil      // (WriteFileAtomic told the health)
 	return nil
 }
 
@@ -537,7 +533,10 @@ func (t *Table[R]) writeJournalLocked(b []byte) error {
 		return err
 	}
 	t.jsize += int64(n)
-	t.dir.health.Wrote(t.dir.Rel(t.name))
+	if t.err != nil {
+		t.err = nil
+		t.dir.health.Wrote(t.dir.Rel(journalOf(t.name)))
+	}
 	return nil
 }
 
@@ -596,10 +595,12 @@ func wholeLines(f *os.File) (int64, error) {
 	return 0, nil
 }
 
-// failedLocked reports a write error of the table's files.
+// failedLocked reports a write error of the journal. (NAME's own, at a
+// compaction, WriteFileAtomic reports: a journal that takes every change
+// keeps every record, with NAME behind or without it.)
 func (t *Table[R]) failedLocked(err error) {
 	t.err = err
-	t.dir.health.Failed(t.dir.Rel(t.name), err)
+	t.dir.health.Failed(t.dir.Rel(journalOf(t.name)), err)
 }
 
 // Err returns the last write error of the table's files, or nil.
