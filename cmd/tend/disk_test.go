@@ -1,14 +1,12 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,46 +14,6 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
 )
-
-// smallDisk mounts a tmpfs of size (say "2m") under a fresh directory and
-// returns its path; it is unmounted at the test's end. The test is skipped
-// where it cannot mount (not root, no CAP_SYS_ADMIN).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v): the full-disk sequence needs CAP_SYS_ADMIN", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fill writes a file in dir until the file system is full, and returns
-// its path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "fill")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return path
-		}
-	}
-}
 
 // get is a GET over the daemon's socket: status and body.
 func get(t *testing.T, sock, path string) (int, string) {
@@ -91,7 +49,7 @@ max_crashes = 1000000
 // with a degraded_storage event, seq stays strictly increasing, and the
 // stop now goes through.
 func TestAFullDiskRefusesWhatItCannotKeep(t *testing.T) {
-	disk := smallDisk(t, "2m")
+	disk := testutil.SmallDisk(t, "2m")
 	dir := t.TempDir()
 	tend := tendBinary(t)
 	becomeSubreaper(t)
@@ -104,7 +62,7 @@ func TestAFullDiskRefusesWhatItCannotKeep(t *testing.T) {
 	up := startUp(t, tend, conf)
 	waitRunning(t, c, "keep:0")
 	keepPID := *statusOf(t, c, "keep:0").PID
-	filler := fill(t, disk)
+	filler := testutil.Fill(t, disk)
 
 	// loop's churn fills the journal's last page; then nothing more fits.
 	testutil.Eventually(t, "readyz to say the intent record cannot be kept", func() bool {

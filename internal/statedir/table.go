@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -296,6 +297,10 @@ func (t *Table[R]) Commit(rs ...R) error {
 	return <-req.done
 }
 
+// fsyncs counts the flushes of Commit batches, for the tests and the
+// measurements of docs/daemon.md#when-the-disk-fills.
+var fsyncs atomic.Uint64
+
 // commitReq is one caller's Commit, waiting for its batch.
 type commitReq[R any] struct {
 	recs []R
@@ -317,6 +322,7 @@ func (t *Table[R]) commitBatch(batch []*commitReq[R]) error {
 	if err := t.writeJournalLocked(b); err != nil {
 		return err
 	}
+	fsyncs.Add(1)
 	if err := t.journal.Sync(); err != nil {
 		// Not on disk for sure: undo the lines, so that no later daemon
 		// acts on a decision this one refused.
