@@ -138,15 +138,17 @@ func TestAFullDiskRefusesWhatItCannotKeep(t *testing.T) {
 	downAndGone(t, c, up, nil)
 }
 
-// verdictFleet: die exits with a fatal code at once (gave_up), once ends
-// under restart = "never" (exited); neither may run again after a kill.
+// verdictFleet: die exits with a fatal code (gave_up), once ends under
+// restart = "never" (exited), each within a second of its start, so that
+// the verdicts of 200 instances come one after another while the daemon
+// is killed; none may run again after the kill.
 const verdictFleet = `[program.die]
-shell = "exit 3"
+shell = "sleep 0.$(($$ % 10)); exit 3"
 fatal_exit_codes = [3]
-instances = 20
+instances = 200
 autostart = false
 [program.once]
-shell = "exit 0"
+shell = "sleep 0.$(($$ % 10)); exit 0"
 restart = "never"
 instances = 5
 autostart = false
@@ -175,7 +177,7 @@ func TestAVerdictIsNeverForgotten(t *testing.T) {
 			evs, err := c.Events(mark)
 			return err == nil && len(find(evs, program.KindGaveUp, "")) > 0
 		}, testutil.Every(time.Millisecond))
-		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond) // amid the others' verdicts
 		killUp(t, up, up.Process.Pid, nil)
 		up = startUp(t, tend, conf)
 		testutil.Eventually(t, "the daemon to serve again", func() bool { _, err := c.Status("die:0"); return err == nil })

@@ -27,7 +27,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -318,49 +317,6 @@ func (l *Log) appendLocked(seq uint64, ts time.Time, line []byte) (victims []str
 	}
 	return victims
 }
-
-// writeLineLocked appends line to the current file in one write; false
-// if it is not there whole. A write that fails or falls short is cut
-// back, so that no torn line stays between whole ones; if even that
-// fails, the handle is dropped and the next append reopens the file and
-// starts a fresh line.
-func (l *Log) writeLineLocked(line []byte) bool {
-	n, err := l.f.Write(line)
-	if err == nil && n < len(line) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		if n > 0 && l.f.Truncate(l.size) != nil {
-			l.f.Close()
-			l.f = nil
-		}
-		l.writeFailedLocked(err)
-		return false
-	}
-	l.size += int64(n)
-	if l.writeFailing {
-		l.writeFailing = false
-		l.health().Wrote(l.healthName())
-	}
-	return true
-}
-
-// lostLocked notes that the event seq is not in the audit log: the gap
-// event names it once an append succeeds, and the reservation keeps its
-// seq from being handed out again after a kill.
-func (l *Log) lostLocked(seq uint64) {
-	if l.lostFrom == 0 {
-		l.lostFrom = seq
-	}
-	l.lostTo = seq
-	if l.err != nil {
-		l.lostWhy = l.err.Error()
-	}
-	l.reserveLocked(seq + 1)
-}
-
-// health is the state directory's health, which the log reports to.
-func (l *Log) health() *statedir.Health { return l.dir.Health() }
 
 // full reports whether the current part cannot take n more bytes. An empty
 // part takes any line.

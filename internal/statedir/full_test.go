@@ -147,4 +147,3 @@ func TestCommitsShareTheirFlushes(t *testing.T) {
 		t.Errorf("on disk: %d records, %v", len(l.Records), err)
 	}
 }
-

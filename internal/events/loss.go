@@ -2,14 +2,22 @@ package events
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
-// seq is never reused (docs/events.md#seq), across a SIGKILL too. While
+// What the audit log does when it cannot be written (a full disk,
+// docs/daemon.md#when-the-disk-fills): a write that fails or falls short
+// is cut back, the events lost are remembered as a range and named by a
+// gap event once an append succeeds again, and their seqs are never
+// handed out again.
+//
+// seq is never reused (docs/events.md#seq-is-never-reused), across a SIGKILL too. While
 // every event reaches the audit log, the log itself says the last seq
 // handed out. When an append fails (a full disk), events still go out
 // live with their seqs, and a daemon killed then would hand those seqs
@@ -128,3 +136,46 @@ func (l *Log) healthName() string {
 	}
 	return "audit"
 }
+
+// writeLineLocked appends line to the current file in one write; false
+// if it is not there whole. A write that fails or falls short is cut
+// back, so that no torn line stays between whole ones; if even that
+// fails, the handle is dropped and the next append reopens the file and
+// starts a fresh line.
+func (l *Log) writeLineLocked(line []byte) bool {
+	n, err := l.f.Write(line)
+	if err == nil && n < len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		if n > 0 && l.f.Truncate(l.size) != nil {
+			l.f.Close()
+			l.f = nil
+		}
+		l.writeFailedLocked(err)
+		return false
+	}
+	l.size += int64(n)
+	if l.writeFailing {
+		l.writeFailing = false
+		l.health().Wrote(l.healthName())
+	}
+	return true
+}
+
+// lostLocked notes that the event seq is not in the audit log: the gap
+// event names it once an append succeeds, and the reservation keeps its
+// seq from being handed out again after a kill.
+func (l *Log) lostLocked(seq uint64) {
+	if l.lostFrom == 0 {
+		l.lostFrom = seq
+	}
+	l.lostTo = seq
+	if l.err != nil {
+		l.lostWhy = l.err.Error()
+	}
+	l.reserveLocked(seq + 1)
+}
+
+// health is the state directory's health, which the log reports to.
+func (l *Log) health() *statedir.Health { return l.dir.Health() }
