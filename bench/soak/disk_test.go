@@ -29,14 +29,17 @@ import (
 //
 //   - no instance doubled: every live process of the fleet is the run of
 //     exactly one instance, as its status says;
+//
 //   - no decided stop forgotten: an instance whose last accepted operator
 //     command was a stop is stopped;
+//
 //   - seq strictly increasing in the audit log, and every jump in it
 //     covered by a degraded_storage event naming exactly the seqs lost;
+//
 //   - every run accounted: no process of the fleet lives outside tend's
 //     statuses.
 //
-//	go test -tags soak -count=1 ./bench/soak -run TestDiskSoak -soak.disk=20s
+//     go test -tags soak -count=1 ./bench/soak -run TestDiskSoak -soak.disk=20s
 var diskSoakDuration = flag.Duration("soak.disk", 20*time.Second, "how long TestDiskSoak's faults go on")
 
 const diskFleetConfig = `[daemon]
