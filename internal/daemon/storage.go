@@ -53,10 +53,10 @@ func (d *daemon) watchStorage(stop <-chan struct{}) {
 		}
 		for _, f := range d.state.Root.Health().Healed() {
 			delete(said, f.File)
+			d.note("%s in the state directory can be written again, after %d failed writes since %s", f.File, f.Errors, f.Since.UTC().Format(time.RFC3339))
 			if f.File == "audit" {
 				continue // the audit log marks its own gap, with the seqs lost
 			}
-			d.note("%s in the state directory can be written again, after %d failed writes since %s", f.File, f.Errors, f.Since.UTC().Format(time.RFC3339))
 			since := program.Time{Time: f.Since}
 			d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{
 				Phase: program.PhaseDegradedStorage, File: f.File, Errors: f.Errors, Since: &since, Error: f.Err.Error(),
