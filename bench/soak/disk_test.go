@@ -55,7 +55,7 @@ command = ["sleep", "100004"]
 instances = 12
 
 [program.crash]
-shell = "sleep 0.$(($$ %% 5)); exit 1"
+shell = "sleep 0.$(($$ % 5)); exit 1"
 instances = 4
 max_crashes = 1000000
 `
@@ -231,10 +231,14 @@ func fillFile(path string) {
 	buf := make([]byte, 4096)
 	for {
 		if _, err := f.Write(buf); err != nil {
-			for errors.Is(err, syscall.ENOSPC) { // the last page may take a few bytes more
-				_, err = f.Write(buf[:1])
+			if !errors.Is(err, syscall.ENOSPC) {
+				return
 			}
-			return
+			for { // the last page may take a few bytes more
+				if _, err := f.Write(buf[:1]); err != nil {
+					return
+				}
+			}
 		}
 	}
 }

@@ -52,8 +52,10 @@ func (d *daemon) watchStorage(stop <-chan struct{}) {
 			}{why, now}
 		}
 		for _, f := range d.state.Root.Health().Healed() {
-			delete(said, f.File)
-			d.note("%s in the state directory can be written again, after %d failed writes since %s", f.File, f.Errors, f.Since.UTC().Format(time.RFC3339))
+			if _, ok := said[f.File]; ok { // a failure over before it was looked at is not said twice
+				d.note("%s in the state directory can be written again, after %d failed writes since %s", f.File, f.Errors, f.Since.UTC().Format(time.RFC3339))
+				delete(said, f.File)
+			}
 			if f.File == "audit" {
 				continue // the audit log marks its own gap, with the seqs lost
 			}

@@ -118,8 +118,8 @@ type Log struct {
 	seqf     *os.File
 	reserved uint64
 	seqDirty bool
-	lostFrom uint64
-	lostTo   uint64
+	seqFirst uint64     // the first unmarked seq the file says, while dirty
+	lost     []seqRange // oldest first, each not yet named by a gap event
 	lostWhy  string
 	// writeFailing: the last append failed (the health is told when one
 	// succeeds again); guarded by mu.
@@ -179,16 +179,17 @@ func (l *Log) open() error {
 	if l.seq, err = lastSeq(l.dir, files); err != nil {
 		return err
 	}
-	n, dirty, serr := l.openSeqFile()
+	n, dirty, first, serr := l.openSeqFile()
 	if serr != nil {
 		l.health().Failed(l.dir.Rel(seqName), serr) // seq is still the audit's; a loss now could reuse it
 	}
-	l.reserved, l.seqDirty = n, dirty
-	if dirty && n > l.seq+1 {
-		// A daemon died while events were lost: those seqs may have
-		// been handed out. Never again; the gap says so.
-		l.lostFrom, l.lostTo, l.lostWhy = l.seq+1, n-1, "the daemon stopped before the audit log could mark these events lost"
-		l.seq = n - 1
+	l.reserved, l.seqDirty, l.seqFirst = n, dirty, first
+	if dirty {
+		// A daemon died while events were lost: their seqs may have
+		// been handed out. Never again; the gap events say so.
+		if err := l.resumeLocked(n, first); err != nil {
+			return err
+		}
 	}
 	l.day = l.now().UTC().Format(dayLayout)
 	if n := len(files); n > 0 && files[n-1].day >= l.day {
@@ -312,8 +313,8 @@ func (l *Log) appendLocked(seq uint64, ts time.Time, line []byte) (victims []str
 		l.lostLocked(seq)
 		return victims
 	}
-	if l.lostFrom != 0 {
-		l.gapLocked()
+	if len(l.lost) > 0 {
+		l.gapsLocked()
 	}
 	return victims
 }

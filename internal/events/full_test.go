@@ -1,9 +1,11 @@
 package events
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
@@ -118,5 +120,40 @@ func TestSeqIsNeverReusedAcrossAKill(t *testing.T) {
 	l3 := openLog(t, Options{Dir: dir})
 	if got, want := l3.LastSeq(), evs[len(evs)-1].Seq; got != want {
 		t.Errorf("a clean reopen resumes at %d, want %d", got, want)
+	}
+}
+
+// TestAKilledLogsHolesAreEachMarked: a daemon killed while a lost event
+// in the middle of the log (a long line that did not fit where shorter
+// ones after it did) was not yet marked: the next log marks exactly that
+// hole and the tail of the reservation, never a seq the log holds.
+func TestAKilledLogsHolesAreEachMarked(t *testing.T) {
+	dir := t.TempDir()
+	day := time.Now().UTC().Format(dayLayout)
+	var lines string
+	for _, seq := range []uint64{1, 2, 4, 5} {
+		lines += `{"seq":` + itoa(seq) + `,"ts":"` + day + `T00:00:01.000Z","kind":"daemon","phase":"started"}` + "\n"
+	}
+	writeFile(t, filepath.Join(dir, fileName(day)), lines)
+	writeFile(t, filepath.Join(dir, seqName), string(seqLine(20, true, 3)))
+	l := openLog(t, Options{Dir: dir})
+	if l.LastSeq() != 19 {
+		t.Fatalf("resumes at %d, want after the reservation's 19", l.LastSeq())
+	}
+	l.Publish(spawned(1))
+	evs, err := l.Since(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range gaps(evs) {
+		got = append(got, fmt.Sprintf("%d-%d", d.LostFrom, d.LostTo))
+	}
+	if fmt.Sprint(got) != "[3-3 6-19]" {
+		t.Errorf("gaps %v, want [3-3 6-19]", got)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, seqName))
+	if string(b) != string(seqLine(20, false, 0)) {
+		t.Errorf("the reservation after the gaps are marked: %q", b)
 	}
 }
