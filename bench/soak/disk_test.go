@@ -76,7 +76,14 @@ func TestDiskSoak(t *testing.T) {
 	if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
-	defer syscall.Unmount(state, syscall.MNT_DETACH)
+	defer func() {
+		syscall.Unmount(state, syscall.MNT_DETACH)
+		if t.Failed() || *soakKeep {
+			t.Logf("work dir kept: %s (its state dir was a tmpfs, now gone; the daemons' logs stay)", r.dir)
+			return
+		}
+		os.RemoveAll(r.dir)
+	}()
 	if err := os.WriteFile(r.conf, []byte(diskFleetConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
