@@ -3,7 +3,6 @@ package statedir
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -91,10 +90,6 @@ func (t *Table[R]) commitBatch(batch []*commitReq[R]) error {
 	t.touch()
 	return nil
 }
-
-// errNoJournal is the write's error when the journal is not open (it
-// could not be opened, or a failed write could not be undone).
-var errNoJournal = errors.New("the journal is not open")
 
 // writeJournalLocked appends b (whole lines) to the journal in one
 // write. It never leaves part of a line behind: a write that fails or
