@@ -86,6 +86,12 @@ func TestAFullDiskRefusesWhatItCannotKeep(t *testing.T) {
 	if st := statusOf(t, c, "keep:0"); st.State != program.StateRunning || *st.PID != keepPID {
 		t.Errorf("keep after a refused stop: %+v", st)
 	}
+	if code, out, errOut := tendRun(t, tend, "-c", conf, "scale", "keep", "3"); code != 1 {
+		t.Errorf("scale on a full disk: exit %d, %q %q; want exit 1", code, out, errOut)
+	}
+	if sts, err := c.Statuses("keep"); err != nil || len(sts) != 1 {
+		t.Errorf("keep after a refused scale: %d instances, %v", len(sts), err)
+	}
 	run := statusOf(t, c, "loop:0").Run
 	testutil.Eventually(t, "loop to be restarted on the full disk", func() bool { return statusOf(t, c, "loop:0").Run > run+2 })
 	if _, metrics := get(t, sock, "/metrics"); !strings.Contains(metrics, `tend_state_write_errors_total{file="intent.json.log"}`) {
