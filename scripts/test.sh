@@ -14,6 +14,13 @@ unformatted=$(gofmt -l cmd internal bench 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
+echo "== tracked files"
+# No build output in git: nothing over 1 MiB is tracked but vendored assets.
+big=$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null |
+	awk '$1 > 1048576 && $2 !~ /^internal\/dashboard\/static\/vendor\// { print $2 " (" $1 " bytes)" }')
+if [ -n "$big" ]; then
+	echo "tracked files over 1 MiB:"; echo "$big"; exit 1
+fi
 echo "== go vet"
 go vet ./...
 echo "== staticcheck"

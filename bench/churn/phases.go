@@ -137,7 +137,7 @@ func addPhase(ctx context.Context, o options, bin, dir string) (*Add, error) {
 			res.Answer = append(res.Answer, measure.NewMs(answer))
 			res.Running = append(res.Running, measure.NewMs(e.TS.Sub(t0)))
 		}
-		if err := d.c.Remove(name); err != nil {
+		if err := d.c.Remove(name, program.RemoveOptions{}); err != nil {
 			return res, err
 		}
 	}

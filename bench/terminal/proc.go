@@ -96,33 +96,26 @@ func cpuTime(pid int) time.Duration {
 }
 
 // keeperOf is the pid of the tend-keeper serving the state directory dir:
-// the process holding the socket that listens at dir/keep.sock.
+// the one its daemon recorded in dir/keeper.pid, while it lives (its
+// socket is bound through the directory's descriptor, so /proc/net/unix
+// does not name it by dir); 0 if none.
 func keeperOf(dir string) int {
-	path := dir + "/keep.sock"
-	b, err := os.ReadFile("/proc/net/unix")
+	b, err := os.ReadFile(dir + "/keeper.pid")
 	if err != nil {
 		return 0
 	}
-	inode := ""
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 8 && f[7] == path && f[3] == "00010000" {
-			inode = f[6]
-		}
-	}
-	if inode == "" {
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
 		return 0
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + p.Name() + "/fd/3"); l == "socket:["+inode+"]" {
-			return pid
-		}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return 0
 	}
-	return 0
+	if l, _ := os.Readlink("/proc/" + f[0] + "/fd/3"); !strings.HasPrefix(l, "socket:") {
+		return 0
+	}
+	return pid
 }
 
 // procCPU is a process's utime+stime from /proc/PID/stat (its threads'

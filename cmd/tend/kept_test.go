@@ -214,7 +214,7 @@ func TestAnAddedProgramIsKept(t *testing.T) {
 	if got := keptNames(t, state); strings.Join(got, ",") != "gone,slow" {
 		t.Errorf("programs.json: %v", got)
 	}
-	if err := c.Remove("gone"); err != nil {
+	if err := c.Remove("gone", program.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)

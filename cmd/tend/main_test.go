@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		"tend-flip": flipMain,
 		"tend-hog":  hogMain,
 		"tend-beat": beatMain,
+		// Another user's processes serving tend's sockets (trust_test.go).
+		"tend-fake-keeper": fakeKeeperMain,
+		"tend-fake-daemon": fakeDaemonMain,
 	})
 }
 

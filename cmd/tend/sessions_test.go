@@ -115,7 +115,7 @@ func churn(t *testing.T, c *client.Client, from, to, n int) {
 			sts, err := c.Select(ctx, "all", sleepers)
 			return err == nil && len(sts) == n/4 && !slices.ContainsFunc(sts, func(st program.Status) bool { return st.PID == nil })
 		})
-		if removed, err := c.RemoveMatching(ctx, "", sleepers); err != nil || len(removed) != n/4 {
+		if removed, err := c.RemoveMatching(ctx, "", sleepers, program.RemoveOptions{}); err != nil || len(removed) != n/4 {
 			t.Fatalf("removing the sleepers of %s: %v, %v", batch, removed, err)
 		}
 		all, _ := program.ParseLabelSelector([]string{"batch=" + batch})

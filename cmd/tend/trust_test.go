@@ -210,3 +210,33 @@ func autoTree(stateDir string) string {
 	}
 	return filepath.Join(mount, own, "tend-"+statedir.ID(stateDir))
 }
+
+// TestTrustAStateDirUnderAnotherUsersDirectoryIsRefused: state_dir =
+// "/srv/shared/.tend" with /srv/shared another user's. That user could
+// rename .tend away and put their own (a fake keeper's socket in it) in
+// its place, so tend up exits 2 with one line naming /srv/shared, and
+// makes nothing there. One under a sticky, world-writable directory (as
+// /tmp) whose own parent is tend's starts.
+func TestTrustAStateDirUnderAnotherUsersDirectoryIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: another user's directory is made with chown")
+	}
+	tend := tendBinary(t)
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(shared, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, "[daemon]\nstate_dir = \""+filepath.Join(shared, ".tend")+"\"\n[program.w]\ncommand = [\"sleep\", \"1000\"]\n")
+	code, stderr := upExits(t, tend, conf)
+	if code != 2 || !strings.Contains(stderr, shared+", a parent of state_dir") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(shared, ".tend")); err == nil {
+		t.Error("the state dir was made under the other user's directory")
+	}
+}

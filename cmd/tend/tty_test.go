@@ -159,32 +159,22 @@ func TestTerminalProgramsEndToEnd(t *testing.T) {
 	}
 }
 
-// keeperOf is the tend-keeper process serving dir's state dir.
+// keeperOf is the tend-keeper process serving dir's state dir: the pid its
+// daemon recorded in keeper.pid (PID TICKS MAKER), a live process whose descriptor 3 is its
+// socket. (/proc/net/unix cannot tell: the socket is bound through the
+// state directory's descriptor, and named so.)
 func keeperOf(t *testing.T, dir string) int {
 	t.Helper()
-	path := filepath.Join(dir, ".tend", "keep.sock")
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		t.Fatal(err)
+	b, _ := os.ReadFile(filepath.Join(dir, ".tend", "keeper.pid"))
+	f := strings.Fields(string(b))
+	pid := 0
+	if len(f) == 3 {
+		pid, _ = strconv.Atoi(f[0])
 	}
-	inode := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 8 && f[7] == path && f[3] == "00010000" {
-			inode = f[6]
-		}
+	if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3"); pid <= 0 || !strings.HasPrefix(l, "socket:") {
+		t.Fatalf("no keeper serves %s (keeper.pid: %q)", dir, b)
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || inode == "" {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + p.Name() + "/fd/3"); l == "socket:["+inode+"]" {
-			return pid
-		}
-	}
-	t.Fatalf("no keeper serves %s", path)
-	return 0
+	return pid
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.

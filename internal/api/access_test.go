@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -202,15 +203,40 @@ func sessionOf(r reply) *http.Cookie {
 	return nil
 }
 
-// login exchanges a fresh code for a session cookie.
-func (f *tcpFixture) login(t *testing.T) *http.Cookie {
-	t.Helper()
-	r := f.postCode(t, f.srv.loginCode())
-	c := sessionOf(r)
-	if r.code != http.StatusOK || c == nil {
-		t.Fatalf("login: %d %v %q, want 200 with a %s cookie", r.code, r.hdr, r.body, sessionCookie)
+// session is a dashboard login: the browser's cookie and the page's
+// secret.
+type session struct {
+	*http.Cookie
+	page string
+}
+
+// hdr is the headers of a request from the page that logged in, then more.
+func (s session) hdr(more ...string) []string {
+	return append([]string{"Cookie", s.String(), PageHeader, s.page}, more...)
+}
+
+// pageScript is how the login's answer hands the page its secret.
+var pageScript = regexp.MustCompile(`<script nonce="([A-Za-z0-9_-]+)">sessionStorage\.setItem\("tend_page", "([A-Za-z0-9_-]+)"\); location\.replace\("/"\);</script>`)
+
+// pageOf returns the page secret a login's answer gives, or "".
+func pageOf(r reply) string {
+	m := pageScript.FindStringSubmatch(r.body)
+	if m == nil {
+		return ""
 	}
-	return c
+	return m[2]
+}
+
+// login exchanges a fresh code for a session (hdr: more headers of the
+// POST, such as the cookie of an earlier login).
+func (f *tcpFixture) login(t *testing.T, hdr ...string) session {
+	t.Helper()
+	r := f.postCode(t, f.srv.loginCode(), hdr...)
+	c, page := sessionOf(r), pageOf(r)
+	if r.code != http.StatusOK || c == nil || page == "" {
+		t.Fatalf("login: %d %v %q, want 200 with a %s cookie and a page secret", r.code, r.hdr, r.body, sessionCookie)
+	}
+	return session{c, page}
 }
 
 func TestTCPToken(t *testing.T) {
@@ -252,8 +278,16 @@ func TestTCPLoginCookie(t *testing.T) {
 	f := newTCP(t)
 	code := f.srv.loginCode()
 	r := f.postCode(t, code)
-	if r.code != 200 || !strings.Contains(r.body, `http-equiv="refresh" content="0; url=/"`) {
-		t.Fatalf("login: %d %q, want 200 with a page that goes on to /", r.code, r.body)
+	m := pageScript.FindStringSubmatch(r.body)
+	if r.code != 200 || m == nil {
+		t.Fatalf("login: %d %q, want 200 with a page that keeps its secret and goes on to /", r.code, r.body)
+	}
+	// Its script runs by its nonce alone: no other inline script would.
+	if csp := r.hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'nonce-"+m[1]+"'") || strings.Contains(csp, "unsafe-inline'; script") {
+		t.Errorf("login answer CSP %q, want the script's nonce", csp)
+	}
+	if cc := r.hdr.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("login answer Cache-Control %q, want no-store: it holds a secret", cc)
 	}
 	set := r.hdr.Get("Set-Cookie")
 	for _, want := range []string{sessionCookie + "=", "Path=/", "HttpOnly", "SameSite=Strict"} {
@@ -264,9 +298,9 @@ func TestTCPLoginCookie(t *testing.T) {
 	if strings.Contains(set, "Secure") {
 		t.Errorf("Set-Cookie %q is Secure on plain HTTP: the browser would drop it", set)
 	}
-	c := sessionOf(r)
-	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String()); r.code != 200 {
-		t.Errorf("with the session cookie: %d %s", r.code, r.body)
+	c := session{sessionOf(r), m[2]}
+	if r := f.do(t, "GET", "/v1/status", nil, c.hdr()...); r.code != 200 {
+		t.Errorf("with the session: %d %s", r.code, r.body)
 	}
 	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", sessionCookie+"=forged"); r.code != 401 {
 		t.Errorf("forged cookie: %d, want 401", r.code)
@@ -284,9 +318,10 @@ func TestTCPLoginCookie(t *testing.T) {
 	if c := f.postCode(t, strings.ToLower(strings.ReplaceAll(f.srv.loginCode(), "-", " "))); sessionOf(c) == nil {
 		t.Errorf("a code typed in lower case with spaces: %d %q", c.code, c.body)
 	}
-	// A browser already logged in that opens the login page goes on.
-	if r := f.do(t, "GET", "/login", nil, "Cookie", c.String()); r.code != 303 || r.hdr.Get("Location") != "/" {
-		t.Errorf("GET /login with a live session: %d %v, want 303 to /", r.code, r.hdr)
+	// A browser with a live cookie that opens the login page gets the
+	// form: this tab may not hold the page's secret (a new tab does not).
+	if r := f.do(t, "GET", "/login", nil, "Cookie", c.String()); r.code != 200 || !strings.Contains(r.body, `<form method="post" action="/login">`) {
+		t.Errorf("GET /login with a live cookie: %d %v, want the form", r.code, r.hdr)
 	}
 	if r := f.postCode(t, ""); r.code != 401 {
 		t.Errorf("no code: %d, want 401", r.code)
@@ -322,11 +357,11 @@ func TestTCPLoginExpiry(t *testing.T) {
 
 	c := f.login(t)
 	f.advance(sessionTTL - time.Minute)
-	if r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String()); r.code != 200 {
+	if r := f.do(t, "GET", "/v1/status", nil, c.hdr()...); r.code != 200 {
 		t.Errorf("session near its end: %d, want 200", r.code)
 	}
 	f.advance(time.Minute)
-	r := f.do(t, "GET", "/v1/status", nil, "Cookie", c.String())
+	r := f.do(t, "GET", "/v1/status", nil, c.hdr()...)
 	jsonError(t, "expired session", r, 401)
 	if !strings.Contains(r.body, "tend dashboard") {
 		t.Errorf("expired session answer %q does not say how to log in again", r.body)
@@ -337,13 +372,13 @@ func TestTCPOriginCheck(t *testing.T) {
 	f := newTCP(t)
 	c := f.login(t)
 	const restart = "/v1/programs/web:0/restart"
-	jsonError(t, "cross-origin POST", f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", "http://evil.example"), 403)
-	jsonError(t, "POST without Origin", f.do(t, "POST", restart, nil, "Cookie", c.String()), 403)
-	jsonError(t, "POST from another port", f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", "http://127.0.0.1:1"), 403)
+	jsonError(t, "cross-origin POST", f.do(t, "POST", restart, nil, c.hdr("Origin", "http://evil.example")...), 403)
+	jsonError(t, "POST without Origin", f.do(t, "POST", restart, nil, c.hdr()...), 403)
+	jsonError(t, "POST from another port", f.do(t, "POST", restart, nil, c.hdr("Origin", "http://127.0.0.1:1")...), 403)
 	if got := f.b.Restarts(); len(got) != 0 {
 		t.Fatalf("refused requests reached the backend: %v", got)
 	}
-	if r := f.do(t, "POST", restart, nil, "Cookie", c.String(), "Origin", f.base); r.code != 200 {
+	if r := f.do(t, "POST", restart, nil, c.hdr("Origin", f.base)...); r.code != 200 {
 		t.Errorf("same-origin POST: %d %s", r.code, r.body)
 	}
 	// The CLI and scripts use the token and send no Origin.
@@ -351,7 +386,7 @@ func TestTCPOriginCheck(t *testing.T) {
 		t.Errorf("token POST: %d %s", r.code, r.body)
 	}
 	// Reads need no Origin.
-	if r := f.do(t, "GET", "/v1/status/web:0", nil, "Cookie", c.String()); r.code != 200 {
+	if r := f.do(t, "GET", "/v1/status/web:0", nil, c.hdr()...); r.code != 200 {
 		t.Errorf("cookie GET: %d %s", r.code, r.body)
 	}
 	if got := f.b.Restarts(); !slices.Equal(got, []string{"web:0", "web:0"}) {

@@ -29,10 +29,10 @@ type Backend interface {
 	// outlives a daemon restart (docs/daemon.md#after-a-crash).
 	Add(spec program.Spec, source []byte) ([]string, error)
 	// Remove stops every instance of the program and forgets it.
-	Remove(ctx context.Context, name string) error
+	Remove(ctx context.Context, name string, opts program.RemoveOptions) error
 	// RemoveMatching removes every program (name "") or the program name,
 	// of those whose labels match, and returns the names it removed.
-	RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error)
+	RemoveMatching(ctx context.Context, name string, labels program.LabelSelector, opts program.RemoveOptions) ([]string, error)
 	// Start, Stop and Restart act on a selector ("all", "name", "name:k"),
 	// narrowed by opts.Labels.
 	// Without opts.Wait they return once the command is taken; with it,

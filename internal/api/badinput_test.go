@@ -59,9 +59,9 @@ func (b *askedBackend) Restart(ctx context.Context, sel string, opts program.Act
 	return b.Backend.Restart(ctx, sel, opts)
 }
 
-func (b *askedBackend) Remove(ctx context.Context, name string) error {
+func (b *askedBackend) Remove(ctx context.Context, name string, opts program.RemoveOptions) error {
 	b.record(name)
-	return b.Backend.Remove(ctx, name)
+	return b.Backend.Remove(ctx, name, opts)
 }
 
 // socketFixture serves b on a unix socket and returns a fixture for it and

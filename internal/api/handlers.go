@@ -188,7 +188,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
 	if len(labels) > 0 { // the program if it matches: the answer is a list
 		return s.removeMatching(w, r, name, labels)
 	}
-	if err := s.b.Remove(r.Context(), name); err != nil {
+	if err := s.b.Remove(r.Context(), name, removeOptions(r)); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"removed": name})
@@ -368,4 +368,9 @@ func (s *Server) doctor(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, rep)
 	return nil
+}
+
+// removeOptions reads DELETE /v1/programs's ?keep_logs=1.
+func removeOptions(r *http.Request) program.RemoveOptions {
+	return program.RemoveOptions{KeepLogs: r.URL.Query().Get("keep_logs") == "1"}
 }

@@ -9,15 +9,22 @@ package api
 // history and in logs, so GET /login ignores any code= in its query.
 //
 // A good code sets an HttpOnly, SameSite=Strict session cookie and answers
-// with a page that goes on to "/" by itself (a meta refresh). A redirect
-// would not do: the --open page is a file:// page, so its POST is
-// cross-site, and a Strict cookie set by that response is not sent on a
-// redirect of the same navigation. The refresh is a new navigation started
-// by this site's own page, and it carries the cookie.
+// with a page that keeps a second secret, the page's, in sessionStorage
+// and goes on to "/" by itself (docs/trust.md#dashboard-sessions). A
+// cookie alone proves nothing: browsers send it to every port of the
+// host, so any local user's web server on another port receives it. The
+// page secret is readable by this origin alone, port included, and the
+// page sends it in the X-Tend-Page header of every request (and as the
+// first message of the attach WebSocket, which takes no headers). A
+// redirect would not do for going on: the --open page is a file:// page,
+// so its POST is cross-site, and a Strict cookie set by that response is
+// not sent on a redirect of the same navigation. The script's navigation
+// is a new one started by this site's own page, and it carries the cookie.
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
@@ -41,18 +48,37 @@ const (
 	maxSessions   = 1024
 	sessionCookie = "tend_session"
 	maxLoginForm  = 4 << 10
+	// PageHeader carries a page's secret on every request of the
+	// dashboard (docs/trust.md#dashboard-sessions).
+	PageHeader = "X-Tend-Page"
+	// pageKey is where the page keeps its secret: sessionStorage, which
+	// only its own origin (port included) reads, unlike a cookie.
+	pageKey = "tend_page"
 )
 
 // dashboardLoginPath is the unix-socket route that hands out login codes.
 const dashboardLoginPath = "/v1/dashboard/login"
 
 // logins holds the live one-time codes and sessions of one Server, each by
-// the SHA-256 digest of its secret. The zero value is ready to use.
+// the SHA-256 digest of its secret, in memory only: sessions end with the
+// daemon. A session is two secrets (docs/trust.md#dashboard-sessions): the
+// browser's cookie, which the browser also sends to every other port of
+// the host, and the page's, which only the page that logged in can read.
+// One browser (cookie) may have several pages logged in, one per login.
+// The zero value is ready to use.
 type logins struct {
-	mu       sync.Mutex              // guards the fields below
-	now      func() time.Time        // nil = time.Now; tests move it
-	codes    map[[32]byte]*loginCode // digest -> the code's fate
-	sessions map[[32]byte]time.Time  // digest -> expiry
+	mu       sync.Mutex               // guards the fields below
+	now      func() time.Time         // nil = time.Now; tests move it
+	codes    map[[32]byte]*loginCode  // digest -> the code's fate
+	browsers map[[32]byte]time.Time   // cookie digest -> expiry
+	pages    map[[32]byte]pageSession // page secret digest -> its browser
+}
+
+// pageSession is one logged-in page: the browser (cookie digest) it
+// belongs to, and when it expires.
+type pageSession struct {
+	browser [32]byte
+	exp     time.Time
 }
 
 // loginCode is what is kept of a code: when it expires and whether a
@@ -85,27 +111,38 @@ func (l *logins) issueCode() (code, id string, exp time.Time) {
 	return code, hex.EncodeToString(d[:]), exp
 }
 
-// redeem uses up code and returns a new session id, or reports false if
-// the code is unknown, used or expired.
-func (l *logins) redeem(code string) (string, bool) {
+// redeem uses up code and returns the browser's cookie and a new page
+// secret, or reports false if the code is unknown, used or expired. A
+// browser that has a live cookie keeps it (its other logged-in tabs go
+// on), with its expiry renewed; any other gets a new one.
+func (l *logins) redeem(code, cookie string) (sid, page string, ok bool) {
 	code = normalCode(code)
 	if code == "" {
-		return "", false
+		return "", "", false
 	}
-	sid := randomSecret()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.nowLocked()
-	c, ok := l.codes[sha256.Sum256([]byte(code))]
-	if !ok || c.used || !now.Before(c.exp) {
-		return "", false
+	c, known := l.codes[sha256.Sum256([]byte(code))]
+	if !known || c.used || !now.Before(c.exp) {
+		return "", "", false
 	}
 	c.used = true // single use, whatever happens next
-	if l.sessions == nil {
-		l.sessions = map[[32]byte]time.Time{}
+	if l.browsers == nil {
+		l.browsers = map[[32]byte]time.Time{}
+		l.pages = map[[32]byte]pageSession{}
 	}
-	addBounded(l.sessions, sha256.Sum256([]byte(sid)), now.Add(sessionTTL), func(t time.Time) time.Time { return t }, now, maxSessions)
-	return sid, true
+	sid = cookie
+	if !l.browserLocked(cookie) {
+		sid = randomSecret()
+	}
+	page = randomSecret()
+	b := sha256.Sum256([]byte(sid))
+	exp := now.Add(sessionTTL)
+	addBounded(l.browsers, b, exp, func(t time.Time) time.Time { return t }, now, maxSessions)
+	addBounded(l.pages, sha256.Sum256([]byte(page)), pageSession{browser: b, exp: exp},
+		func(p pageSession) time.Time { return p.exp }, now, maxSessions)
+	return sid, page, true
 }
 
 // state says what became of the code with this id: "pending", "used" or
@@ -128,15 +165,72 @@ func (l *logins) state(id string) (state string, ok bool) {
 	return "expired", true
 }
 
-// valid reports whether sid is a live session.
-func (l *logins) valid(sid string) bool {
-	if sid == "" {
+// browser reports whether cookie is a live browser session: enough to be
+// served the dashboard's page and assets, nothing else.
+func (l *logins) browser(cookie string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.browserLocked(cookie)
+}
+
+func (l *logins) browserLocked(cookie string) bool {
+	if cookie == "" {
+		return false
+	}
+	exp, ok := l.browsers[sha256.Sum256([]byte(cookie))]
+	return ok && l.nowLocked().Before(exp)
+}
+
+// browserOf returns the first of cookies that is a live browser session,
+// or "".
+func (l *logins) browserOf(cookies []string) string {
+	for _, c := range cookies {
+		if l.browser(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// pageOf returns the one of cookies whose live page session page is, or "".
+func (l *logins) pageOf(cookies []string, page string) string {
+	for _, c := range cookies {
+		if l.valid(c, page) {
+			return c
+		}
+	}
+	return ""
+}
+
+// valid reports whether page is a live page session of the browser
+// whose cookie this is.
+func (l *logins) valid(cookie, page string) bool {
+	if cookie == "" || page == "" {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	exp, ok := l.sessions[sha256.Sum256([]byte(sid))]
-	return ok && l.nowLocked().Before(exp)
+	p, ok := l.pages[sha256.Sum256([]byte(page))]
+	b := sha256.Sum256([]byte(cookie))
+	return ok && l.nowLocked().Before(p.exp) && subtle.ConstantTimeCompare(p.browser[:], b[:]) == 1 && l.browserLocked(cookie)
+}
+
+// logout ends the page session page of the browser cookie; last reports
+// that the browser has no other page logged in, and is forgotten too.
+func (l *logins) logout(cookie, page string) (last bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pd, b := sha256.Sum256([]byte(page)), sha256.Sum256([]byte(cookie))
+	if p, ok := l.pages[pd]; ok && p.browser == b {
+		delete(l.pages, pd)
+	}
+	for _, p := range l.pages {
+		if p.browser == b && l.nowLocked().Before(p.exp) {
+			return false
+		}
+	}
+	delete(l.browsers, b)
+	return true
 }
 
 // addBounded adds key to m after dropping expired entries and, if m is
@@ -223,10 +317,13 @@ func (s *Server) loginState(w http.ResponseWriter, r *http.Request) error {
 }
 
 // loginForm answers GET /login: the form a code is typed into. It takes
-// no code itself. A browser already trusted (a live session, or the unix
-// socket through a tunnel) goes on to the dashboard.
+// no code itself. The unix socket (through a tunnel) needs no login and
+// goes on to the dashboard. Over TCP the form is shown even to a browser
+// with a live cookie: the server cannot tell whether this tab holds its
+// page secret, and a tab without one must log in (a redirect to "/"
+// would send it straight back here).
 func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) error {
-	if s.loggedIn(r) {
+	if _, tcp := overTCP(r); !tcp {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return nil
 	}
@@ -234,14 +331,20 @@ func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// loginPost answers POST /login with the form field "code".
+// loginPost answers POST /login with the form field "code": a good code
+// sets the browser's cookie and answers with a page that puts the page
+// secret into sessionStorage and goes on to "/" (docs/trust.md#dashboard-sessions).
+// That answer is read by this origin only: another port's page may make
+// the browser send this POST (it has no code to send), never read what
+// comes back.
 func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) error {
 	if _, tcp := overTCP(r); !tcp {
 		http.Redirect(w, r, "/", http.StatusSeeOther) // the socket needs no login
 		return nil
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
-	sid, ok := s.login.redeem(r.PostFormValue("code")) // the body only, never the query
+	cookie := s.login.browserOf(sessionCookies(r))
+	sid, page, ok := s.login.redeem(r.PostFormValue("code"), cookie) // the body only, never the query
 	if !ok {
 		writeLoginPage(w, http.StatusUnauthorized,
 			"That code is unknown, used or expired: each works once, within a minute. Run <code>tend dashboard</code> for a new one.")
@@ -256,18 +359,38 @@ func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) error {
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
-	writePage(w, http.StatusOK, "Logged in", `<meta http-equiv="refresh" content="0; url=/">`,
-		`Logged in for 12 hours. <a href="/">Open the dashboard</a>.`)
+	// The script is the page's own (a nonce, not 'unsafe-inline'); the
+	// secret is base64url, so it needs no escaping inside the string. A
+	// script navigation, like the meta refresh before it, is a new
+	// navigation started by this site, so it carries the Strict cookie
+	// even after the cross-site POST of tend dashboard --open's page.
+	nonce := randomSecret()
+	script := fmt.Sprintf(`<script nonce="%s">sessionStorage.setItem(%q, %q); location.replace("/");</script>`, nonce, pageKey, page)
+	writePageCSP(w, http.StatusOK, "Logged in", script,
+		`Logged in for 12 hours, in this tab. <noscript>The dashboard needs JavaScript.</noscript><a href="/">Open the dashboard</a>.`,
+		"script-src 'nonce-"+nonce+"'; ")
 	return nil
 }
 
-// loggedIn reports whether r is the unix socket's or carries a session.
-func (s *Server) loggedIn(r *http.Request) bool {
-	if _, tcp := overTCP(r); !tcp {
-		return true
+// logout answers POST /v1/logout: it ends the dashboard session (this
+// page's) that sends it, and clears the cookie once the browser has no
+// other page logged in. With the token or over the unix socket there is
+// no session to end.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	if cred, _ := overTCP(r); cred != bySession {
+		return badRequest("no dashboard session to end: POST /v1/logout ends the session of the dashboard page that sends it")
 	}
-	c, err := r.Cookie(sessionCookie)
-	return err == nil && s.login.valid(c.Value)
+	page := r.Header.Get(PageHeader)
+	cookie := s.login.pageOf(sessionCookies(r), page)
+	if cookie == "" {
+		return badRequest("no dashboard session to end")
+	}
+	if s.login.logout(cookie, page) {
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // writeLoginPage writes the login form; problem is trusted HTML, shown above it.
@@ -286,9 +409,15 @@ A code works once, within a minute; the session lasts 12 hours.</p>
 // writePage writes a small self-contained HTML page; head and body are
 // trusted HTML.
 func writePage(w http.ResponseWriter, code int, title, head, body string) {
+	writePageCSP(w, code, title, head, body, "")
+}
+
+// writePageCSP is writePage with more of a Content-Security-Policy
+// (directives each ending in "; ").
+func writePageCSP(w http.ResponseWriter, code int, title, head, body, csp string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; "+csp+"style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	fmt.Fprintf(w, `<!doctype html>

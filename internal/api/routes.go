@@ -13,7 +13,8 @@ import (
 // the daemon's own, checked with SO_PEERCRED: unix.go). Over TCP (access.go)
 // a route is one of:
 //
-//   - private (the default): the bearer token, or a dashboard session;
+//   - private (the default): the bearer token, or for what the dashboard
+//     does (access.go's sessionRoutes) a dashboard session;
 //   - public: no credential (probes and the login page);
 //   - socketOnly: not served at all (404), token or not.
 //
@@ -63,6 +64,7 @@ func (s *Server) routes() {
 		// Its login (login.go).
 		{"GET /login", public, s.handle(s.loginForm)},
 		{"POST /login", public, s.handle(s.loginPost)},
+		{"POST /v1/logout", private, s.handle(s.logout)},
 		{"POST " + dashboardLoginPath, socketOnly, s.handle(s.issueLogin)},
 		{"GET " + dashboardLoginPath + "/{id}", socketOnly, s.handle(s.loginState)},
 	} {

@@ -196,9 +196,9 @@ func (b errBackend) Start(context.Context, string, program.ActOptions) (program.
 func (b errBackend) Stop(context.Context, string, program.ActOptions) (program.ActResult, error) {
 	return program.ActResult{}, b.err
 }
-func (b errBackend) Reload() (api.ReloadResult, error)             { return api.ReloadResult{}, b.err }
-func (b errBackend) ParseProgram([]byte) (program.Spec, error)     { return program.Spec{}, b.err }
-func (b errBackend) Remove(ctx context.Context, name string) error { return b.err }
+func (b errBackend) Reload() (api.ReloadResult, error)                           { return api.ReloadResult{}, b.err }
+func (b errBackend) ParseProgram([]byte) (program.Spec, error)                   { return program.Spec{}, b.err }
+func (b errBackend) Remove(context.Context, string, program.RemoveOptions) error { return b.err }
 func (b errBackend) LogSources(string, program.LabelSelector) ([]logfile.Source, error) {
 	return nil, b.err
 }

@@ -60,7 +60,7 @@ func (s *Server) removeAll(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) removeMatching(w http.ResponseWriter, r *http.Request, name string, labels program.LabelSelector) error {
-	names, err := s.b.RemoveMatching(r.Context(), name, labels)
+	names, err := s.b.RemoveMatching(r.Context(), name, labels, removeOptions(r))
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func TestEventsByLabel(t *testing.T) {
 	f.ev.PublishLabelled(program.KindSpawned, "s1a:0", s1, &program.Spawned{PID: 1, Run: 1})
 	f.ev.PublishLabelled(program.KindSpawned, "s2a:0", map[string]string{"session": "s-2"}, &program.Spawned{PID: 2, Run: 1})
 	f.ev.Publish(program.KindStatusChanged, "", &program.Status{ID: "s1b:0", Program: "s1b", Labels: s1, State: program.StateRunning})
-	f.ev.Publish(program.KindTrackedChanged, "", &program.TrackedChanged{IDs: []string{"s1a:0"}})
+	f.ev.Publish(program.KindTrackedChanged, "", &program.TrackedChanged{Added: []string{"s1a:0"}, Removed: []string{}, Count: 1})
 	f.ev.Publish(program.KindSpawned, "web:0", &program.Spawned{PID: 3, Run: 1})
 	_, body := f.do(t, "GET", "/v1/events?label=session=s-1", "", "Accept", "application/json")
 	var got []string
@@ -253,7 +253,7 @@ func TestAddAttached(t *testing.T) {
 		t.Fatalf("a line before the removal: %s", l)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := f.b.Remove(t.Context(), "job"); err != nil {
+	if err := f.b.Remove(t.Context(), "job", program.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for l := range lines {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
@@ -163,4 +166,50 @@ func roundTrip(t *testing.T, c net.Conn, req string) *http.Response {
 	resp.Body.Close()
 	t.Logf("%s: %d %s", strings.SplitN(req, "\r\n", 2)[0], resp.StatusCode, body)
 	return resp
+}
+
+// An attach client that never reads, while its terminal floods, costs a
+// bounded queue for a bounded time (docs/trust.md#floods): it is dropped
+// and detached within a minute, and a client that reads is served
+// meanwhile.
+func TestNonReadingAttachIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := apitest.NewBackend(t.TempDir())
+		seed(b)
+		terms := apitest.NewTerminals(b)
+		terms.AddTTY("web:0", 80, 24)
+		srv := api.New(b, &apitest.Events{}, api.Options{Terminals: terms})
+		l := newPipeListener()
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(l) }()
+		defer func() {
+			srv.Close()
+			if err := <-errc; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}()
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+			return l.dial(t), nil
+		}}}
+		ctx := context.Background()
+		mute, _, err := websocket.Dial(ctx, "ws://tend/v1/attach/web:0", &websocket.DialOptions{HTTPClient: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mute.CloseNow()
+		synctest.Wait()
+		if n := terms.Clients("web:0"); n != 1 {
+			t.Fatalf("attached clients: %d, want 1", n)
+		}
+		chunk := []byte(strings.Repeat("flood ", 10<<10) + "\r\n")
+		for range 64 { // 4 MiB: far past what the client's queue holds
+			terms.Output("web:0", chunk)
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := terms.Clients("web:0"); n != 0 {
+			t.Errorf("a client that never reads is still attached a minute on (%d clients)", n)
+		}
+	})
 }

@@ -5,9 +5,12 @@ package api
 // connection costs:
 //
 //   - at most MaxConns connections at once. At the cap, idle keep-alive
-//     connections are closed to make room, and a new connection waits in
-//     the kernel's accept queue until one ends. Unauthenticated connections
-//     end soon: headers within 5 s, a body within 30 s.
+//     connections are closed to make room, else the oldest connection that
+//     has not yet sent a whole request head (it has proved nothing: silent,
+//     or sending its headers a byte at a time); past that a new connection
+//     waits until one ends. So connections that prove nothing cannot keep
+//     GET /healthz waiting (docs/trust.md#tcp).
+//     They end soon anyway: headers within 5 s, a body within 30 s.
 //   - each write must make progress within WriteTimeout: a client that stops
 //     reading a stream (events, log follow) or a large answer is dropped,
 //     and its handler ends.
@@ -17,6 +20,7 @@ package api
 //     request at a time and the cap bounds requests too.
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
@@ -46,6 +50,10 @@ type TCPOptions struct {
 	// WriteTimeout drops a client that takes no part of a write for this
 	// long. 0: 30 s.
 	WriteTimeout time.Duration
+	// AddUnixOnly refuses POST /v1/programs over TCP, token or not
+	// ([daemon] api_add = "unix"): adding a program runs any command as
+	// the daemon's user (docs/trust.md#the-token-is-root).
+	AddUnixOnly bool
 }
 
 // Defaults of TCPOptions, and the timeouts of the TCP server: shorter than
@@ -106,7 +114,10 @@ func (s *Server) AttachTCP(l net.Listener, opts TCPOptions) (serve func() error,
 	}
 	hosts := newHostCheck(addr, l.Addr(), certs, opts.TLS != nil)
 	srv := &http.Server{
-		Handler:           s.guard(sha256.Sum256([]byte(opts.Token)), hosts),
+		Handler: capped.served(s.guard(sha256.Sum256([]byte(opts.Token)), hosts, opts.AddUnixOnly)),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 		ReadHeaderTimeout: tcpReadHeaderTimeout,
 		IdleTimeout:       tcpIdleTimeout,
 		MaxHeaderBytes:    tcpMaxHeaderBytes,
@@ -128,8 +139,9 @@ func (s *Server) AttachTCP(l net.Listener, opts TCPOptions) (serve func() error,
 }
 
 // capListener holds one slot per open connection and wraps each in a
-// tcpConn. Accept waits for a free slot before it accepts; while it waits,
-// idle connections are closed to make room.
+// tcpConn. At the cap, Accept takes the next connection and waits for a
+// free slot before it returns it; while it waits, idle connections, or if
+// there are none the oldest fresh one, are closed to make room.
 type capListener struct {
 	net.Listener
 	slots     chan struct{} // one token per open connection
@@ -137,34 +149,55 @@ type capListener struct {
 	done      chan struct{} // closed by Close: a waiting Accept returns
 	closeOnce sync.Once
 
-	mu      sync.Mutex            // guards idle and waiting
+	mu      sync.Mutex            // guards idle, fresh and waiting
 	idle    map[net.Conn]struct{} // connections between requests, by ConnState
+	fresh   map[net.Conn]uint64   // connections no request head has come whole on yet, by accept order
+	order   uint64                // the last accept's number in fresh
 	waiting bool                  // Accept waits for a slot
 }
 
+// connKey is, in a request's context, the connection it came on (as the
+// http.Server's ConnState hook sees it).
+type connKey struct{}
+
 func newCapListener(l net.Listener, n int, timeout time.Duration) *capListener {
 	return &capListener{Listener: l, slots: make(chan struct{}, n), timeout: timeout,
-		done: make(chan struct{}), idle: map[net.Conn]struct{}{}}
+		done: make(chan struct{}), idle: map[net.Conn]struct{}{}, fresh: map[net.Conn]uint64{}}
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
 	select {
 	case l.slots <- struct{}{}:
-	default:
-		l.setWaiting(true) // and close the idle: their clients reconnect when they need to
-		defer l.setWaiting(false)
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
-			return nil, net.ErrClosed
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
 		}
+		return l.wrap(c), nil
+	default:
 	}
+	// At the cap: take the connection that is waiting first, so that room
+	// is made only for one that came (no connection is shed for nothing),
+	// then make room and wait for it. It is held outside the cap meanwhile:
+	// one at most, as one goroutine accepts.
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &tcpConn{Conn: c, timeout: l.timeout, release: func() { <-l.slots }}, nil
+	l.setWaiting(true) // and close the idle, or the oldest fresh: their clients reconnect when they need to
+	defer l.setWaiting(false)
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	return l.wrap(c), nil
+}
+
+// wrap is c holding the slot just taken.
+func (l *capListener) wrap(c net.Conn) net.Conn {
+	return &tcpConn{Conn: c, timeout: l.timeout, release: func() { <-l.slots }}
 }
 
 func (l *capListener) Close() error {
@@ -173,13 +206,26 @@ func (l *capListener) Close() error {
 }
 
 // setWaiting records whether Accept waits for a slot; when it starts to,
-// every idle connection is closed.
+// every idle connection is closed, or if there is none the oldest fresh one.
 func (l *capListener) setWaiting(w bool) {
 	l.mu.Lock()
 	l.waiting = w
 	idle := l.idle
 	if w {
 		l.idle = map[net.Conn]struct{}{}
+		if len(idle) == 0 {
+			var oldest net.Conn
+			var first uint64
+			for c, n := range l.fresh {
+				if oldest == nil || n < first {
+					oldest, first = c, n
+				}
+			}
+			if oldest != nil {
+				delete(l.fresh, oldest)
+				idle[oldest] = struct{}{}
+			}
+		}
 	}
 	l.mu.Unlock()
 	if w {
@@ -187,6 +233,19 @@ func (l *capListener) setWaiting(w bool) {
 			c.Close()
 		}
 	}
+}
+
+// served marks each request's connection as having sent a whole request
+// head: it is no longer the first to go at the cap.
+func (l *capListener) served(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+			l.mu.Lock()
+			delete(l.fresh, c)
+			l.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // track is the http.Server's ConnState hook: it keeps the idle set, and
@@ -198,6 +257,13 @@ func (l *capListener) track(c net.Conn, st http.ConnState) {
 		l.idle[c] = struct{}{}
 	} else {
 		delete(l.idle, c)
+	}
+	switch st {
+	case http.StateNew:
+		l.order++
+		l.fresh[c] = l.order
+	case http.StateIdle, http.StateClosed, http.StateHijacked:
+		delete(l.fresh, c)
 	}
 	l.mu.Unlock()
 	if reclaim {

@@ -19,7 +19,16 @@ package api
 //
 // Errors before the upgrade (unknown id 404, not a terminal or not running
 // 409, a browser page of another origin 403) are JSON answers, as on every
-// route. The connection's cost ends with it: a client that goes away, even
+// route.
+//
+// A dashboard page cannot put its secret in a WebSocket's headers, so over
+// TCP with the session cookie alone (access.go) the upgrade comes first and
+// the client's first message must be the text {"page": SECRET}, within
+// pageProofTimeout (docs/trust.md#dashboard-sessions). Only then is the id
+// looked up: the cookie alone learns nothing, not even whether an id
+// exists. A wrong or missing proof closes with 4401; the errors that come
+// before the upgrade otherwise close with 4000 + their status (4404,
+// 4409), the reason their message. The connection's cost ends with it: a client that goes away, even
 // in the middle of a write, ends its reader, its writer and its Attach.
 
 import (
@@ -32,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -44,8 +54,9 @@ const (
 	maxAttachMessage = program.MaxInput
 	// attachWriteTimeout drops a client that takes nothing of one message
 	// for this long. (It never slows the run: an Attach that falls behind
-	// is sent a fresh screen instead.)
-	attachWriteTimeout = time.Minute
+	// is sent a fresh screen instead.) With the attach's bounded queue it
+	// bounds what a client that never reads costs (docs/trust.md#floods).
+	attachWriteTimeout = 30 * time.Second
 	// pongTimeout drops a client that does not answer a ping: a peer that
 	// vanished without closing holds nothing for long.
 	pongTimeout = 30 * time.Second
@@ -69,6 +80,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if cred, _ := overTCP(r); cred == byCookie {
+		s.attachPage(w, r, readOnly)
+		return nil
+	}
 	id, err := s.oneInstance(r.PathValue("id"))
 	if err != nil {
 		return err
@@ -84,6 +99,69 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.serveAttach(c, att, readOnly)
 	return nil
+}
+
+// Proof of the page on an attach by cookie.
+const (
+	// pageProofTimeout bounds the wait for the first message.
+	pageProofTimeout = 10 * time.Second
+	// maxPageMessage bounds that message: {"page": "..."} with a 43-byte
+	// secret.
+	maxPageMessage = 1 << 10
+	// closeUnauthorized closes an attach whose first message did not prove
+	// the page: 4000 + 401, in the range RFC 6455 leaves to applications.
+	closeUnauthorized = websocket.StatusCode(4000 + http.StatusUnauthorized)
+)
+
+// pageMessage is the first message of an attach by cookie.
+type pageMessage struct {
+	Page string `json:"page"`
+}
+
+// attachPage serves an attach by cookie alone: upgrade, then the page's
+// proof, then the attach.
+func (s *Server) attachPage(w http.ResponseWriter, r *http.Request, readOnly bool) {
+	c, err := websocket.Accept(w, r, nil) // checks the Origin again, by host
+	if err != nil {
+		return // Accept has answered
+	}
+	c.SetReadLimit(maxPageMessage)
+	ctx, cancel := context.WithTimeout(context.Background(), pageProofTimeout)
+	typ, p, err := c.Read(ctx) // a read that times out closes the connection
+	cancel()
+	if err != nil {
+		c.CloseNow()
+		return
+	}
+	var m pageMessage
+	if typ != websocket.MessageText || json.Unmarshal(p, &m) != nil || s.login.pageOf(sessionCookies(r), m.Page) == "" {
+		c.Close(closeUnauthorized, `not logged in: the first message must be {"page": SECRET}, this page's`)
+		return
+	}
+	id, err := s.oneInstance(r.PathValue("id"))
+	var att program.Attach
+	if err == nil {
+		att, err = s.opts.Terminals.Attach(id, readOnly)
+	}
+	if err != nil {
+		c.Close(websocket.StatusCode(4000+statusOf(err)), closeReason(err.Error()))
+		return
+	}
+	s.serveAttach(c, att, readOnly)
+}
+
+// closeReason is msg cut to what a close frame holds (123 bytes), on a
+// UTF-8 boundary.
+func closeReason(msg string) string {
+	const max = 123
+	if len(msg) <= max {
+		return msg
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 // isWebSocket reports whether r asks to upgrade to a WebSocket.

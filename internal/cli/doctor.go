@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -44,6 +45,7 @@ func (e *env) doctorCmd() *cobra.Command {
 }
 
 func writeDoctor(w io.Writer, rep *program.DoctorReport, since time.Duration) {
+	w = human.NewWriter(w) // program names, whys and advice quote what programs wrote
 	fmt.Fprintf(w, "tend doctor: the last %s (%d events)\n", since, rep.Events)
 	if rep.Tracking != "" {
 		line := "containment: " + rep.Tracking

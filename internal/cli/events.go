@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -82,6 +83,6 @@ func (e *env) printEvent(ev program.Event, jsonOut bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	_, err = fmt.Fprintf(e.stdout, "%s\n", human.EscapeJSON(b))
 	return err
 }

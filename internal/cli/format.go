@@ -18,7 +18,13 @@ import (
 //
 // The time is local, with milliseconds; then the seq, the instance (left out
 // for daemon-wide events), the kind, and the kind's fields as key=value.
+// A field holding a control is quoted; nothing in the line is a raw control
+// (human.Escape).
 func FormatEvent(e program.Event) string {
+	return human.Escape(formatEvent(e))
+}
+
+func formatEvent(e program.Event) string {
 	var b strings.Builder
 	b.WriteString(e.TS.Local().Format("15:04:05.000"))
 	fmt.Fprintf(&b, " #%d", e.Seq)
@@ -54,7 +60,7 @@ func payload[T any](data any) (T, bool) {
 // kv formats one field, quoting values a reader could not split on spaces.
 func kv(key string, v any) string {
 	s := fmt.Sprint(v)
-	if s == "" || strings.ContainsAny(s, " \t\n\"=") {
+	if s == "" || strings.ContainsAny(s, " \t\n\"=") || human.Escape(s) != s {
 		s = strconv.Quote(s)
 	}
 	return key + "=" + s
@@ -118,7 +124,14 @@ var kindFields = map[string]func(any) []string{
 		return []string{kv("state", v.State), kv("lifecycle", v.Lifecycle), kv("why", v.Why)}
 	}),
 	program.KindTrackedChanged: fieldsOf(func(v program.TrackedChanged) []string {
-		return []string{kv("ids", strings.Join(v.IDs, ","))}
+		f := []string{kv("count", v.Count)}
+		if len(v.Added) > 0 {
+			f = append(f, kv("added", strings.Join(v.Added, ",")))
+		}
+		if len(v.Removed) > 0 {
+			f = append(f, kv("removed", strings.Join(v.Removed, ",")))
+		}
+		return f
 	}),
 	program.KindDaemon: fieldsOf(func(v program.DaemonPhase) []string {
 		f := []string{kv("phase", v.Phase)}

@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 )
 
 func (e *env) logsCmd() *cobra.Command {
@@ -20,8 +25,9 @@ func (e *env) logsCmd() *cobra.Command {
 			"lines are merged in time order and each is prefixed NAME:K | (as docker compose\n" +
 			"logs does); -n counts lines over all of them together. -l keeps the instances whose\n" +
 			"program has the label (without an ID: every one that has it). A program with a\n" +
-			"terminal (tty = true) is shown as text, without its control sequences; --raw\n" +
-			"prints the bytes it wrote.",
+			"terminal (tty = true) is shown as text, without its control sequences. To a terminal,\n" +
+			"control characters and sequences other than colours are escaped (\\x1b); --raw prints\n" +
+			"the bytes the program wrote.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			sel, labels, err := selection("logs", args, rawLabels)
@@ -44,7 +50,24 @@ func (e *env) logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.Logs(e.ctx, sel, o, e.stdout)
+			// To a terminal the output is escaped but for its colours, so
+			// what a program wrote cannot steer the operator's terminal;
+			// to a file or a pipe, and with --raw, it is as written, as
+			// docker logs prints it (docs/trust.md).
+			// JSON lines keep the text, with C1 and bidi controls as \u
+			// escapes (human.EscapeJSON).
+			w := &escapedLines{w: e.stdout, escape: human.EscapeColour}
+			switch {
+			case o.JSON:
+				w.escape = func(s string) string { return string(human.EscapeJSON([]byte(s))) }
+			case o.Raw || !isTerminal(e.stdout):
+				return c.Logs(e.ctx, sel, o, e.stdout)
+			}
+			err = c.Logs(e.ctx, sel, o, w)
+			if ferr := w.Flush(); err == nil {
+				err = ferr
+			}
+			return err
 		}),
 	}
 	labelFlag(cmd, &rawLabels)
@@ -54,7 +77,7 @@ func (e *env) logsCmd() *cobra.Command {
 	f.StringVar(&o.Since, "since", "", "only lines newer than this: a duration (10m) or an RFC 3339 time")
 	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "print each line's time")
 	f.BoolVar(&o.Stderr, "stderr", false, "only stderr lines")
-	f.BoolVar(&o.Raw, "raw", false, "a terminal's output as the bytes the program wrote, control sequences and all")
+	f.BoolVar(&o.Raw, "raw", false, "the bytes the program wrote, control sequences and all, even to a terminal")
 	f.BoolVar(&o.JSON, "json", false, `JSON lines {"ts","id","stream","line"}`)
 	return cmd
 }
@@ -68,4 +91,47 @@ func checkSince(v string) error {
 		return nil
 	}
 	return fmt.Errorf("logs: --since %q: want a duration such as 10m or an RFC 3339 time", v)
+}
+
+// isTerminal says whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// escapedLines writes whole lines to w through escape: a sequence or a
+// character cut between two reads is seen whole. A line longer than
+// maxEscapedLine is written in pieces (a sequence cut there is escaped,
+// never passed).
+type escapedLines struct {
+	w      io.Writer
+	escape func(string) string
+	buf    []byte
+}
+
+const maxEscapedLine = 64 << 10
+
+func (l *escapedLines) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	end := bytes.LastIndexByte(l.buf, '\n') + 1
+	if end == 0 && len(l.buf) >= maxEscapedLine {
+		end = len(l.buf)
+	}
+	if end > 0 {
+		if _, err := io.WriteString(l.w, l.escape(string(l.buf[:end]))); err != nil {
+			return 0, err
+		}
+		l.buf = append(l.buf[:0], l.buf[end:]...)
+	}
+	return len(p), nil
+}
+
+// Flush writes what is left of an unfinished last line.
+func (l *escapedLines) Flush() error {
+	if len(l.buf) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(l.w, l.escape(string(l.buf)))
+	l.buf = l.buf[:0]
+	return err
 }

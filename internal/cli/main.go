@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -44,8 +45,9 @@ type env struct {
 	stdin          *os.File // tend attach's keyboard
 	stdout, stderr io.Writer
 
-	socket string // --socket
-	config string // -c/--config
+	socket string   // --socket
+	config string   // -c/--config
+	held   []func() // release the socket directories the clients dial through (client), at the end
 
 	// ran is set when a verb's own code starts: an error before that is
 	// cobra rejecting the command line.
@@ -62,6 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // a pseudo-terminal).
 func mainWith(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	defer e.release()
 	root := e.rootCmd()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
@@ -141,17 +144,20 @@ func (e *env) report(cmd *cobra.Command, err error) int {
 	var ce configError
 	var ue usageError
 	var af actFailed
+	// An error may quote a program's why or output: escaped, as every
+	// human output is (docs/trust.md).
+	stderr := human.NewWriter(e.stderr)
 	switch {
 	case errors.As(err, &af):
-		fmt.Fprint(e.stderr, af.lines())
+		fmt.Fprint(stderr, af.lines())
 	case errors.As(err, &ce):
-		fmt.Fprintln(e.stderr, strings.TrimRight(ce.msg, "\n"))
+		fmt.Fprintln(stderr, strings.TrimRight(ce.msg, "\n"))
 	case errors.As(err, &ue):
 		// cobra adds suggestions on further lines; one line is enough.
 		msg, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(e.stderr, "tend: %s (see '%s --help')\n", msg, cmd.CommandPath())
+		fmt.Fprintf(stderr, "tend: %s (see '%s --help')\n", msg, cmd.CommandPath())
 	default:
-		fmt.Fprintf(e.stderr, "tend: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "tend: %s\n", oneLine(err.Error()))
 	}
 	return exitCode(err)
 }

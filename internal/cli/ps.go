@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 )
 
 func (e *env) psCmd() *cobra.Command {
@@ -45,7 +46,9 @@ func (e *env) psCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = e.stdout.Write(table)
+			// The daemon escapes the table's cells; so does this, for a
+			// daemon from before it did (docs/trust.md).
+			_, err = io.WriteString(e.stdout, human.EscapeText(string(table)))
 			return err
 		}),
 	}
@@ -71,22 +74,27 @@ func termWidth(w io.Writer) int {
 }
 
 // writeIndented writes the daemon's JSON answer raw indented, with a final
-// newline, as writeJSON would write it decoded.
+// newline, as writeJSON would write it decoded. Like every JSON the CLI
+// prints it has its C1 and bidi controls as \u escapes (human.EscapeJSON):
+// the same text, but none a terminal acts on.
 func writeIndented(w io.Writer, raw []byte) error {
 	var out bytes.Buffer
 	if err := json.Indent(&out, bytes.TrimSpace(raw), "", "  "); err != nil {
 		return fmt.Errorf("reading the daemon's answer: %w", err)
 	}
 	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
+	_, err := w.Write(human.EscapeJSON(out.Bytes()))
 	return err
 }
 
 // writeJSON writes v indented, with a final newline.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(human.EscapeJSON(b), '\n'))
+	return err
 }
 
 func nonNil[T any](s []T) []T {

@@ -3,17 +3,21 @@ package cli
 import (
 	"fmt"
 
+	"github.com/tend-sh/tend/internal/program"
+
 	"github.com/spf13/cobra"
 )
 
 func (e *env) rmCmd() *cobra.Command {
 	var rawLabels []string
+	var opts program.RemoveOptions
 	cmd := &cobra.Command{
-		Use:   "rm [NAME|all] [-l KEY=VALUE]...",
+		Use:   "rm [NAME|all] [-l KEY=VALUE]... [--keep-logs]",
 		Short: "stop every instance of a program and forget it",
 		Long: "Stop every instance of program NAME and forget it. -l KEY=VALUE (repeatable) removes\n" +
 			"every program that has the label (with NAME: that program if it has it); rm all\n" +
-			"needs -l.",
+			"needs -l. Its logs go with it (a later program of the same name starts with an\n" +
+			"empty log) unless --keep-logs.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			labels, err := parseLabels(rawLabels)
@@ -28,7 +32,7 @@ func (e *env) rmCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := c.Remove(args[0]); err != nil {
+				if err := c.Remove(args[0], opts); err != nil {
 					return err
 				}
 				fmt.Fprintln(e.stdout, "removed", args[0])
@@ -42,7 +46,7 @@ func (e *env) rmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			removed, err := c.RemoveMatching(e.ctx, name, labels)
+			removed, err := c.RemoveMatching(e.ctx, name, labels, opts)
 			for _, n := range removed {
 				fmt.Fprintln(e.stdout, "removed", n)
 			}
@@ -53,5 +57,6 @@ func (e *env) rmCmd() *cobra.Command {
 		}),
 	}
 	labelFlag(cmd, &rawLabels)
+	cmd.Flags().BoolVar(&opts.KeepLogs, "keep-logs", false, "keep the program's log files")
 	return cmd
 }

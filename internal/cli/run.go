@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -80,7 +81,9 @@ func (e *env) runCmd() *cobra.Command {
 // body is the POST /v1/programs body the flags ask for; a bad flag is a
 // usage error (exit 2) before the daemon is asked anything.
 func (f *runFlags) body(cmd *cobra.Command, argv []string) (map[string]any, error) {
-	body := map[string]any{"command": argv}
+	// tend run starts what it adds, whatever [defaults] autostart says
+	// (docs/sessions.md): a run that waits for a start is not a run.
+	body := map[string]any{"command": argv, "autostart": true}
 	if f.name != "" {
 		if !program.ValidName(f.name) {
 			return nil, usageError{fmt.Errorf("run: --name %q: a name matches %s and is not all", f.name, program.NamePattern)}
@@ -181,7 +184,10 @@ func (e *env) writeOutput(l client.OutputLine) {
 	case "stderr":
 		w = e.stderr
 	case "tend":
-		w, line = e.stderr, "tend: "+l.ID+": "+line
+		// tend's own line may quote the program (a spawn error): escaped,
+		// as every line tend writes for a person; the run's own output is
+		// passed as written, as docker run -a passes it.
+		w, line = e.stderr, "tend: "+l.ID+": "+human.Escape(line)
 	}
 	if !l.Partial {
 		line += "\n"
@@ -193,7 +199,7 @@ func (e *env) writeOutput(l client.OutputLine) {
 // a spawn that failed says why on stderr first.
 func (e *env) runEnded(id string, end *program.RunEnd) error {
 	if end.SpawnError != "" {
-		fmt.Fprintf(e.stderr, "tend: %s: %s\n", id, end.SpawnError)
+		fmt.Fprintf(e.stderr, "tend: %s: %s\n", id, human.Escape(end.SpawnError))
 	}
 	if end.Status == 0 {
 		return nil

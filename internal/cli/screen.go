@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tend-sh/tend/internal/human"
 )
 
 func (e *env) screenCmd() *cobra.Command {
@@ -37,9 +39,16 @@ func (e *env) screenCmd() *cobra.Command {
 			if ansi {
 				rows = scr.ANSI
 			}
+			// The emulator keeps no control in a cell; the rows are escaped
+			// all the same (--ansi keeping its SGR colours), as every
+			// human output is (docs/trust.md).
+			escape := human.Escape
+			if ansi {
+				escape = human.EscapeColour
+			}
 			var b strings.Builder
 			for _, row := range rows {
-				b.WriteString(row)
+				b.WriteString(escape(row))
 				b.WriteByte('\n')
 			}
 			_, err = e.stdout.Write([]byte(b.String()))

@@ -75,11 +75,24 @@ func nearest(dir, name string) (string, bool) {
 	}
 }
 
-// client returns a client of the daemon found by socketPath.
+// client returns a client of the daemon found by socketPath. It dials
+// through the socket's directory, opened once (client.NewHeld), so that
+// every connection of this command reaches the same directory; and it
+// talks only to a daemon of root or this user (docs/trust.md#sockets).
 func (e *env) client() (*client.Client, error) {
 	path, err := e.socketPath()
 	if err != nil {
 		return nil, err
 	}
-	return client.New(path), nil
+	c, release := client.NewHeld(path)
+	e.held = append(e.held, release)
+	return c, nil
+}
+
+// release closes the directories client opened.
+func (e *env) release() {
+	for _, f := range e.held {
+		f()
+	}
+	e.held = nil
 }

@@ -79,11 +79,13 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// writeStatus writes one instance as an aligned "key: value" block.
+// writeStatus writes one instance as an aligned "key: value" block. Each
+// value is escaped (human.Escape): a why, a status text, a label or a
+// command line is the program's text, and must not steer the terminal.
 func writeStatus(w io.Writer, st *program.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	line := func(key, format string, args ...any) {
-		fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...))
+		fmt.Fprintf(tw, "%s:\t%s\n", key, human.Escape(fmt.Sprintf(format, args...)))
 	}
 	line("id", "%s", st.ID)
 	line("program", "%s (instance %d)", st.Program, st.Instance)
@@ -106,6 +108,9 @@ func writeStatus(w io.Writer, st *program.Status) error {
 	}
 	if st.StatusText != "" {
 		line("status text", "%s", st.StatusText)
+	}
+	if len(st.Labels) > 0 {
+		line("labels", "%s", program.FormatLabels(st.Labels))
 	}
 	crashes := fmt.Sprint(st.CrashCount)
 	if st.Degraded {
@@ -131,7 +136,7 @@ func writeStatus(w io.Writer, st *program.Status) error {
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  PID\tPPID\tPGID\tSTATE\tRSS\tCMD")
 	for _, p := range st.Processes {
-		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", p.PID, p.PPID, p.PGID, p.State, human.RSS(p.RSSBytes), strings.TrimSpace(p.Cmd))
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%s\t%s\n", p.PID, p.PPID, p.PGID, human.Escape(p.State), human.RSS(p.RSSBytes), human.Escape(strings.TrimSpace(p.Cmd)))
 	}
 	return tw.Flush()
 }

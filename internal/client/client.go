@@ -3,8 +3,9 @@
 // from tend, so the CLI links none of the daemon.
 //
 // Errors: an API error answer is an *APIError with its status code; a
-// socket that cannot be dialled (missing, refused) is an error wrapping
-// ErrNoDaemon.
+// socket that cannot be dialled (missing, refused, or served by a user
+// other than root and the caller: ErrUntrustedDaemon) is an error
+// wrapping ErrNoDaemon.
 package client
 
 import (
@@ -14,9 +15,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -41,12 +46,32 @@ func (e *APIError) Error() string {
 // Client talks to one daemon. It is safe for concurrent use: it holds no
 // connection between requests (see roundTrip).
 type Client struct {
-	socket string
+	socket string // the socket's path, for messages
+	via    string // the path dialled: socket, or one through its held directory (NewVia)
 }
 
 // New returns a Client of the daemon listening on socketPath. It does not
 // connect until a method is called.
-func New(socketPath string) *Client { return &Client{socket: socketPath} }
+func New(socketPath string) *Client { return &Client{socket: socketPath, via: socketPath} }
+
+// NewHeld is New for a client that dials through the socket's directory,
+// opened once now: /proc/thread-self/fd/DIR/NAME, which Linux resolves
+// through the open descriptor, so that every connection reaches the same
+// directory, whatever is renamed around it meanwhile (as the daemon binds
+// it: docs/trust.md#sockets). release closes the directory. Where it
+// cannot be opened, or /proc is not there, the client dials the path.
+func NewHeld(socketPath string) (c *Client, release func()) {
+	c = New(socketPath)
+	dir, err := unix.Open(filepath.Dir(socketPath), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return c, func() {}
+	}
+	via := "/proc/thread-self/fd/" + strconv.Itoa(dir) + "/" + filepath.Base(socketPath)
+	if _, err := os.Stat("/proc/thread-self/fd"); err == nil && len(via) < 108 {
+		c.via = via
+	}
+	return c, func() { unix.Close(dir) }
+}
 
 // Socket is the path the client dials.
 func (c *Client) Socket() string { return c.socket }
@@ -154,9 +179,10 @@ func (c *Client) Add(body map[string]any) ([]string, error) {
 	return out.IDs, c.call(context.Background(), "POST", "/v1/programs", nil, body, &out)
 }
 
-// Remove stops every instance of a program and forgets it.
-func (c *Client) Remove(name string) error {
-	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), nil, nil, nil)
+// Remove stops every instance of a program and forgets it, its logs too
+// unless opts.KeepLogs.
+func (c *Client) Remove(name string, opts program.RemoveOptions) error {
+	return c.call(context.Background(), "DELETE", "/v1/programs/"+url.PathEscape(name), removeQuery(opts), nil, nil)
 }
 
 // Reload makes the daemon re-read its config file. A config with errors is

@@ -102,7 +102,7 @@ func TestNoDaemon(t *testing.T) {
 		"Follow":  func() error { return c.Follow(t.Context(), 0, nil, "", func(program.Event) error { return nil }) },
 		"Reload":  func() error { _, err := c.Reload(); return err },
 		"Health":  func() error { _, err := c.Health(); return err },
-		"Remove":  func() error { return c.Remove("web") },
+		"Remove":  func() error { return c.Remove("web", program.RemoveOptions{}) },
 		"Add":     func() error { _, err := c.Add(map[string]any{"name": "x"}); return err },
 		"Shutdn":  c.Shutdown,
 		"Status":  func() error { _, err := c.Status("web:0"); return err },
@@ -146,7 +146,7 @@ func TestCalls(t *testing.T) {
 			t.Errorf("%s = %v, %v", verb, ids, err)
 		}
 	}
-	if err := c.Remove("jobs"); err != nil {
+	if err := c.Remove("jobs", program.RemoveOptions{}); err != nil {
 		t.Errorf("Remove = %v", err)
 	}
 	want := []string{"start jobs", "stop jobs", "restart jobs", "remove jobs"}
@@ -188,7 +188,7 @@ func TestAPIErrors(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"status":  func() error { _, err := c.Status("nope:0"); return err },
 		"start":   func() error { _, err := c.Start("nope"); return err },
-		"remove":  func() error { return c.Remove("nope") },
+		"remove":  func() error { return c.Remove("nope", program.RemoveOptions{}) },
 		"logs":    func() error { return c.Logs(t.Context(), "nope:0", client.LogOptions{Tail: 1}, &bytes.Buffer{}) },
 		"exists":  func() error { _, err := c.Add(map[string]any{"name": "web", "command": []string{"x"}}); return err },
 		"invalid": func() error { _, err := c.Add(map[string]any{"name": "Web!", "command": []string{"x"}}); return err },

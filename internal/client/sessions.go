@@ -79,7 +79,7 @@ func (c *Client) AddProgram(ctx context.Context, body map[string]any) (program.A
 
 // RemoveMatching removes every program with these labels (name ""), or
 // program name if it has them, and returns the names removed.
-func (c *Client) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error) {
+func (c *Client) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector, opts program.RemoveOptions) ([]string, error) {
 	path := "/v1/programs"
 	if name != "" {
 		path += "/" + url.PathEscape(name)
@@ -87,7 +87,18 @@ func (c *Client) RemoveMatching(ctx context.Context, name string, labels program
 	var out struct {
 		Removed []string `json:"removed"`
 	}
-	return out.Removed, c.call(ctx, "DELETE", path, url.Values{"label": labels.Strings()}, nil, &out)
+	q := removeQuery(opts)
+	q["label"] = labels.Strings()
+	return out.Removed, c.call(ctx, "DELETE", path, q, nil, &out)
+}
+
+// removeQuery is DELETE /v1/programs's query for opts.
+func removeQuery(opts program.RemoveOptions) url.Values {
+	q := url.Values{}
+	if opts.KeepLogs {
+		q.Set("keep_logs", "1")
+	}
+	return q
 }
 
 // Signal sends sig ("INT", "TERM", …) to the process group of each running

@@ -71,12 +71,7 @@ func (c *Client) AttachTerminal(ctx context.Context, id string, readOnly bool) (
 	}
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			conn, err := d.DialContext(ctx, "unix", c.socket)
-			if err != nil && ctx.Err() == nil {
-				return nil, &dialError{c.socket, err}
-			}
-			return conn, err
+			return c.dial(ctx)
 		},
 		DisableKeepAlives: true,
 	}}

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // dialError is a failure to connect to the socket.
@@ -31,6 +33,58 @@ func (e *dialError) Error() string {
 }
 
 func (e *dialError) Unwrap() []error { return []error{ErrNoDaemon, e.err} }
+
+// ErrUntrustedDaemon is wrapped, with ErrNoDaemon, by the refusal of a
+// socket served by a process of a user other than root and the caller's
+// own: whoever serves it would see every command and could answer
+// anything (docs/trust.md#sockets).
+var ErrUntrustedDaemon = errors.New("served by another user")
+
+// dial connects to the daemon's socket, if root or the caller's own user
+// serves it (SO_PEERCRED: the kernel's record of who listens). A failure
+// is a *dialError.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.via)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &dialError{c.socket, err}
+	}
+	if err := trusted(conn); err != nil {
+		conn.Close()
+		return nil, &dialError{c.socket, err}
+	}
+	return conn, nil
+}
+
+// trusted refuses a connection whose peer is neither root nor this
+// process's effective uid.
+func trusted(conn net.Conn) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("not a unix socket: %T", conn)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var gerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if gerr != nil {
+		return fmt.Errorf("SO_PEERCRED: %w", gerr)
+	}
+	if euid := uint32(os.Geteuid()); cred.Uid != 0 && cred.Uid != euid {
+		return fmt.Errorf("%w: pid %d of uid %d, neither root nor you (uid %d); refused", ErrUntrustedDaemon, cred.Pid, cred.Uid, euid)
+	}
+	return nil
+}
 
 // call sends a request with an optional JSON body and decodes a JSON answer
 // into out (if not nil).
@@ -95,13 +149,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 // nothing, since a unix socket connects in microseconds. Streams (events,
 // logs -f) are the same request with a body that ends when ctx does.
 func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	conn, err := c.dial(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &dialError{c.socket, err}
+		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	fail := func(err error) (*http.Response, error) {

@@ -33,6 +33,7 @@ audit_retention = "48h"
 audit_max_size = "64MiB"
 cgroup = "off"
 forward_output = true
+api_add = "unix"
 
 [program.worker]
 command = ["python3", "worker.py", "--queue", "default"]
@@ -104,7 +105,7 @@ func TestFullExample(t *testing.T) {
 	wantDaemon := program.Daemon{
 		StateDir: filepath.Join(dir, "state"), HTTP: "127.0.0.1:7070",
 		Subreaper: false, AuditRetention: 48 * time.Hour, AuditMaxSize: 64 << 20,
-		Cgroup: program.CgroupOff, ForwardOutput: true,
+		Cgroup: program.CgroupOff, ForwardOutput: true, APIAdd: program.APIAddUnix,
 	}
 	if cfg.File != path || cfg.Daemon != wantDaemon {
 		t.Errorf("file %q daemon %+v, want %q %+v", cfg.File, cfg.Daemon, path, wantDaemon)
@@ -165,7 +166,7 @@ func TestDefaultsApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDaemon := program.Daemon{StateDir: filepath.Join(dir, ".tend"), Subreaper: true, AuditRetention: 336 * time.Hour,
-		AuditMaxSize: 1 << 30, Cgroup: program.CgroupAuto}
+		AuditMaxSize: 1 << 30, Cgroup: program.CgroupAuto, APIAdd: program.APIAddAny}
 	if cfg.Daemon != wantDaemon {
 		t.Errorf("daemon %+v, want %+v", cfg.Daemon, wantDaemon)
 	}

@@ -27,6 +27,7 @@ func defaultDaemon() program.Daemon {
 		AuditRetention: defaultAuditRetention,
 		AuditMaxSize:   defaultAuditMaxSize,
 		Cgroup:         program.CgroupAuto,
+		APIAdd:         program.APIAddAny,
 	}
 }
 
@@ -99,6 +100,6 @@ var (
 	probeKeys  = []string{"exec", "http", "interval", "timeout", "failure_threshold"}
 	logsKeys   = []string{"max_size", "max_files"}
 	daemonKeys = []string{"state_dir", "http", "tls_cert", "tls_key", "subreaper", "audit_retention",
-		"audit_max_size", "cgroup", "forward_output"}
+		"audit_max_size", "cgroup", "forward_output", "api_add"}
 	topKeys = []string{"daemon", "defaults", "program"}
 )

@@ -133,6 +133,7 @@ var badInputs = []struct {
 	{"tls key alone", "[daemon]\nhttp = \"127.0.0.1:1\"\ntls_key = \"k.pem\" # want\n", "daemon.tls_key", "set tls_cert and tls_key together"},
 	{"tls without http", "[daemon]\ntls_cert = \"c.pem\" # want\ntls_key = \"k.pem\"\n", "daemon.tls_cert", "needs http"},
 	{"forward_output", "[daemon]\nforward_output = \"yes\" # want\n", "daemon.forward_output", "must be true or false"},
+	{"api_add", "[daemon]\napi_add = \"tcp\" # want\n", "daemon.api_add", `must be "any" or "unix"`},
 	{"turn_grace", head + "turn_grace = \"-1s\" # want\n", "program.x.turn_grace", "must not be negative"},
 	{"memory_max", head + "memory_max = \"1G\" # want\n", "program.x.memory_max", `unknown unit "G"`},
 	{"missing env_file", head + "env_file = \"/nonexistent/.env\" # want\n", "program.x.env_file", "cannot read /nonexistent/.env: no such file or directory"},

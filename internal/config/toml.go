@@ -146,6 +146,10 @@ func (c *collector) daemon(doc map[string]any, dir string) (dm program.Daemon) {
 		}
 	}
 	c.setBool(v, "forward_output", &dm.ForwardOutput)
+	if p, ok := c.setString(v, "api_add", &dm.APIAdd); ok && dm.APIAdd != program.APIAddAny && dm.APIAdd != program.APIAddUnix {
+		c.add(p, fmt.Sprintf(`must be "any" or "unix" (adding programs over the unix socket only), got %q`, dm.APIAdd))
+		dm.APIAdd = program.APIAddAny
+	}
 	return dm
 }
 

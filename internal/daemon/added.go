@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tend-sh/tend/internal/config"
@@ -134,4 +135,33 @@ func (d *daemon) loadKept() error {
 // the kept ones it does not name, parsed with its [defaults].
 func (d *daemon) reloadSpecs(cfgPrograms []program.Spec, defaults *config.Defaults) []program.Spec {
 	return slices.Concat(cfgPrograms, d.keptSpecs(cfgPrograms, defaults))
+}
+
+// settleKept gives the programs a damaged programs.json left unknown, and
+// whose runs or intent records were left alone (names), an entry of
+// their own, kept aside until an operator decides, and says so in one
+// line (docs/daemon.md#damaged-records).
+func (d *daemon) settleKept(names []string) {
+	_, aside := d.kept.Lost()
+	slices.Sort(names)
+	lost, err := d.kept.Settle(slices.Compact(names))
+	if err != nil {
+		d.note("%s: %v", d.kept.Path(), err)
+	}
+	if len(lost) > 0 {
+		d.note("programs %s, added over the API, were lost with the damaged %s (set aside as %s): kept by name, not started, their runs left alone and their records kept until tend add NAME gives one back or tend rm NAME forgets it", strings.Join(lost, ", "), kept.ProgramsFile, aside)
+	}
+}
+
+// damageAdvice is tend doctor's line on what a damaged programs.json left
+// undecided, if anything.
+func (d *daemon) damageAdvice() []string {
+	lost, unknown := d.kept.Lost()
+	switch {
+	case len(lost) > 0:
+		return []string{fmt.Sprintf("programs %s, added over the API, were lost with a damaged %s and are kept by name only, their runs left alone: tend add NAME gives one back (its body may be in a %s.corrupt-* file), tend rm NAME forgets it", strings.Join(lost, ", "), d.kept.Path(), kept.ProgramsFile)}
+	case unknown != "":
+		return []string{fmt.Sprintf("%s was damaged (set aside as %s): runs of programs tend does not know are left alone", d.kept.Path(), unknown)}
+	}
+	return nil
 }

@@ -16,9 +16,11 @@ import (
 // died without stopping them), hands the live ones to the manager to adopt,
 // and starts this daemon's record with all of them: one no instance claims
 // stays recorded until it is known to have ended (docs/daemon.md#runsjson: no run recorded
-// alive is ever started a second time). Only a runs.json that is damaged
+// alive is ever started a second time). Live runs it has no record of (it
+// was lost or damaged) are looked for too (findUnrecorded), except after
+// an upgrade, which hands every run over. Only a runs.json that is damaged
 // and cannot be set aside stops the daemon.
-func (d *daemon) openRuns() error {
+func (d *daemon) openRuns(look bool) error {
 	loaded, err := runs.Load(d.state.Root, time.Now())
 	if err != nil {
 		return err
@@ -34,6 +36,11 @@ func (d *daemon) openRuns() error {
 		adopt[r.ID] = supervisor.Adoption{PID: r.PID, StartTicks: r.StartTicks, Run: r.Run, StartedAt: r.StartedAt}
 		if !ended(r.PID, r.StartTicks) {
 			live = append(live, r)
+		}
+	}
+	if look {
+		for id, a := range d.findUnrecorded(adopt) {
+			adopt[id] = a
 		}
 	}
 	d.mgr.SetAdoptions(adopt)
@@ -71,8 +78,12 @@ func (d *daemon) record(id string, pid, run int, started time.Time) {
 // for adoption, so a later tend add or reload of the program takes them
 // over instead of starting a second copy. The verified runs of programs
 // this daemon no longer has are stopped, each staying in runs.json until
-// it has ended; unverifiable ones are never signalled.
-func (d *daemon) settleAdoptions() {
+// it has ended; unverifiable ones are never signalled. So are those found
+// without a record and without cgroups (by the FIFOs they hold): what
+// they are is a guess, so they are left alone, reported, and offered
+// again (docs/daemon.md#damaged-records). It returns the names of the
+// programs whose runs it left alone and that this daemon does not have.
+func (d *daemon) settleAdoptions() (alone []string) {
 	n := d.mgr.Adopted()
 	if n > 0 {
 		d.log.Publish(program.Event{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseAdopted, Count: &n}})
@@ -83,7 +94,17 @@ func (d *daemon) settleAdoptions() {
 			if !ended(a.PID, a.StartTicks) {
 				d.note("leaving %s (pid %d) alone: its program was added over the API and cannot be read now", id, a.PID)
 			}
+			if _, ok := d.mgr.Spec(name); !ok {
+				alone = append(alone, name)
+			}
 			later[id] = a
+			continue
+		}
+		if a.Found && d.cgroups == nil {
+			if !ended(a.PID, a.StartTicks) {
+				d.note("leaving pid %d alone: it holds the output of %s, which is not configured, and runs.json has no record of it", a.PID, id)
+				later[id] = a
+			}
 			continue
 		}
 		done := make(chan struct{})
@@ -109,10 +130,12 @@ func (d *daemon) settleAdoptions() {
 				<-done
 			}
 			d.removeGroupOf(id) // what the stray started goes with it
+			d.removeFIFOsOf(id)
 		}()
 	}
 	if len(later) > 0 {
 		d.mgr.SetAdoptions(later)
 	}
 	d.keeper.settle(later)
+	return alone
 }

@@ -41,8 +41,8 @@ func (b *backend) Add(spec program.Spec, source []byte) ([]string, error) {
 	return b.d.addProgram(spec, source)
 }
 
-func (b *backend) Remove(ctx context.Context, name string) error {
-	return b.d.removeAndForget(ctx, name)
+func (b *backend) Remove(ctx context.Context, name string, opts program.RemoveOptions) error {
+	return b.d.removeAndForget(ctx, name, opts)
 }
 
 func (b *backend) Start(ctx context.Context, sel string, opts program.ActOptions) (program.ActResult, error) {
@@ -193,6 +193,7 @@ func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	}
 	rep.Tracking, rep.TrackingWhy = b.d.tracking, b.d.trackingWhy
 	rep.Advice = append(b.d.storageAdvice(), rep.Advice...) // what cannot be kept now comes first
+	rep.Advice = append(rep.Advice, b.d.damageAdvice()...)
 	if rep.Tracking != program.TrackingCgroup {
 		rep.Advice = append(rep.Advice, "runs are tracked by process group and tree, not cgroups ("+rep.TrackingWhy+
 			"): a process that leaves both is ended only if tend saw it; for full containment run tend as root on a cgroup v2 host, or as the shipped systemd unit (Delegate=yes)")

@@ -234,7 +234,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 	if up != nil {
 		d.mgr.SetCarried(up.carried())
 	}
-	if err := d.openRuns(); err != nil { // before the API: an added program records its runs
+	if err := d.openRuns(up == nil); err != nil { // before the API: an added program records its runs
 		d.intents.Close()
 		d.closeCapture()
 		d.reaper.Stop()
@@ -350,7 +350,7 @@ func (d *daemon) serveAPI(up *upgradeIn) (stopHTTP func(), apiErr chan error, er
 	}
 	apiErr = make(chan error, 1)
 	if up == nil {
-		sock := d.state.Root.Join(SocketName)
+		sock := d.state.Root.Via(SocketName) // bound through the state dir tend holds (docs/trust.md#sockets)
 		go func() { apiErr <- d.api.ServeUnix(sock) }()
 	}
 	return stopHTTP, apiErr, nil
@@ -361,7 +361,7 @@ func (d *daemon) serveAPI(up *upgradeIn) (stopHTTP func(), apiErr chan error, er
 func (d *daemon) serveUnix(up *upgradeIn, apiErr chan error) {
 	f, ok := up.in.File(unixFD)
 	if !ok {
-		sock := d.state.Root.Join(SocketName)
+		sock := d.state.Root.Via(SocketName) // bound through the state dir tend holds (docs/trust.md#sockets)
 		go func() { apiErr <- d.api.ServeUnix(sock) }()
 		return
 	}
@@ -390,9 +390,9 @@ func (d *daemon) addFleet(upgraded bool) {
 		}
 	}
 	d.reaper.Unexpect() // a run handed over that no instance took: its exit is an orphan's
-	d.settleAdoptions()
-	d.settleIntents()
+	d.settleKept(slices.Concat(d.settleAdoptions(), d.settleIntents()))
 	d.removeStaleGroups()
+	d.removeStaleFIFOs()
 }
 
 // stop stops every instance, then everything else, in the reverse order of

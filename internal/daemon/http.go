@@ -40,7 +40,7 @@ func (d *daemon) serveHTTP(up *upgradeIn) (stop func(), err error) {
 	if d.tls == nil && !loopback(l.Addr()) && up == nil {
 		d.note("warning: http = %q is reachable from other machines over plain HTTP, where the token and dashboard sessions travel in clear text; set tls_cert and tls_key, or bind 127.0.0.1", addr)
 	}
-	serve, err := d.api.AttachTCP(l, api.TCPOptions{Token: token, TLS: d.tls, Addr: addr})
+	serve, err := d.api.AttachTCP(l, api.TCPOptions{Token: token, TLS: d.tls, Addr: addr, AddUnixOnly: d.cfg.Daemon.APIAdd == program.APIAddUnix})
 	if err != nil {
 		return nil, err
 	}

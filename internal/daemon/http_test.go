@@ -196,3 +196,33 @@ func TestDashboardOnTheSocket(t *testing.T) {
 		t.Errorf("a warning without TCP:\n%s", out.String())
 	}
 }
+
+// api_add = "unix": over TCP the token cannot add a program (403, saying
+// why); the unix socket still can.
+func TestHTTPAPIAddUnix(t *testing.T) {
+	port := freePort(t)
+	c, _, dir := runHTTP(t, fmt.Sprintf(`[daemon]
+state_dir = "%%[1]s/.tend"
+http = "127.0.0.1:%d"
+api_add = "unix"
+`, port)+quietFleet)
+	token, err := os.ReadFile(filepath.Join(dir, ".tend", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", fmt.Sprintf("http://127.0.0.1:%d/v1/programs", port),
+		strings.NewReader(`{"name": "added", "command": ["sleep", "3600"]}`))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "api_add") {
+		t.Errorf("POST /v1/programs over TCP with the token and api_add = unix: %d %s, want 403 naming api_add", resp.StatusCode, body)
+	}
+	if _, err := c.Status("added:0"); err == nil {
+		t.Error("the program was added over TCP")
+	}
+}

@@ -10,8 +10,9 @@ import (
 // openIntents reads the intent record an earlier daemon left (it stopped
 // uncleanly: killed, crashed, or upgraded in place), for the manager,
 // whose instances take it up as they are made (SetIntents), and goes on
-// keeping it. A damaged record is set aside and the fleet starts from the
-// config, with one line that names the file.
+// keeping it. A damaged record is set aside and what its journal (or its
+// intact lines) holds is restored, with one line that names the file and
+// says which (docs/daemon.md#damaged-records).
 func (d *daemon) openIntents() (map[string]kept.Intent, error) {
 	loaded, err := kept.LoadIntents(d.state.Root, time.Now())
 	if err != nil {
@@ -31,8 +32,9 @@ func (d *daemon) openIntents() (map[string]kept.Intent, error) {
 // settleIntents drops the records no instance or program took up: of
 // programs the config no longer has. Those of programs that may yet come
 // back (kept aside, or possibly in a damaged programs.json) are kept and
-// offered again, as their runs are.
-func (d *daemon) settleIntents() {
+// offered again, as their runs are; it returns the names of those this
+// daemon does not have.
+func (d *daemon) settleIntents() (alone []string) {
 	later := map[string]kept.Intent{}
 	for id, r := range d.mgr.UnclaimedIntents() {
 		name := id
@@ -40,6 +42,9 @@ func (d *daemon) settleIntents() {
 			name = n
 		}
 		if d.kept.LeaveAlone(name) {
+			if _, ok := d.mgr.Spec(name); !ok {
+				alone = append(alone, name)
+			}
 			later[id] = r
 			continue
 		}
@@ -49,4 +54,5 @@ func (d *daemon) settleIntents() {
 		d.mgr.SetIntents(later)
 	}
 	d.intents.Sync()
+	return alone
 }

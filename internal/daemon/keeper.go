@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"sync"
 	"syscall"
@@ -22,12 +23,20 @@ import (
 // first tty run needs one; one that went away is started again at the
 // next run's Keep. tend down tells it to go (quit); a keeper this daemon
 // started is its child, and it waits for it.
+//
+// The daemon hands the keeper the masters of terminals whose runs may be
+// root's, so it talks only to the keeper it started or the one an earlier
+// daemon recorded (keeper.PIDFile), of its own uid (keeper.Dial checks the
+// peer). Anything else serving the socket is refused, said on stderr, and
+// replaced by a keeper of this daemon's own; the run keeps its terminal
+// either way, the daemon's own master (docs/trust.md#sockets).
 type ttyKeeper struct {
 	d    *daemon
-	path string
+	sock keeper.Socket
 
 	mu     sync.Mutex             // guards what follows, and serialises the exchanges
 	c      *keeper.Client         // the connection; nil when none
+	pid    int                    // the keeper this daemon started; 0 if none
 	child  chan struct{}          // closed when the keeper this daemon started exits; nil if none was
 	kept   map[string]keeper.Run  // the run each instance's master was kept for, for its Drop
 	taken  map[string]keeper.Held // masters handed back at start, not yet claimed by an adoption
@@ -40,9 +49,10 @@ var _ supervisor.Keeper = (*ttyKeeper)(nil)
 // openKeeper connects to the keeper an earlier daemon left, if any, and
 // takes back every master it holds, for the adoptions to claim.
 func (d *daemon) openKeeper() *ttyKeeper {
-	k := &ttyKeeper{d: d, path: d.state.Root.Join(keeper.SocketName), kept: map[string]keeper.Run{}, taken: map[string]keeper.Held{}}
-	c, err := keeper.Dial(k.path)
+	k := &ttyKeeper{d: d, sock: keeper.At(d.state.Root), kept: map[string]keeper.Run{}, taken: map[string]keeper.Held{}}
+	c, err := keeper.Dial(k.sock, k.knownLocked()...)
 	if err != nil {
+		k.refusedLocked(err)
 		return k // none: started when a tty run first needs one
 	}
 	held, err := c.List()
@@ -113,6 +123,19 @@ func (k *ttyKeeper) Take(id string, pid int) (int, bool) {
 	return h.FD, true
 }
 
+// held returns the runs whose masters an earlier daemon left with the
+// keeper, by instance id: each names its run's leader for good (pid and
+// start time), a record of its own beside runs.json.
+func (k *ttyKeeper) held() map[string]keeper.Run {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string]keeper.Run, len(k.taken))
+	for id, h := range k.taken {
+		out[id] = h.Run
+	}
+	return out
+}
+
 // settle lets go of the masters no adoption claimed, keeping those of runs
 // offered again for a later adoption (a program that may come back).
 func (k *ttyKeeper) settle(later map[string]supervisor.Adoption) {
@@ -136,17 +159,19 @@ func (k *ttyKeeper) connectLocked() error {
 	if k.c != nil {
 		return nil
 	}
-	if c, err := keeper.Dial(k.path); err == nil {
+	c, err := keeper.Dial(k.sock, k.knownLocked()...)
+	if err == nil {
 		k.c = c
 		return nil
 	}
+	k.refusedLocked(err)
 	if k.closed {
 		return keeper.ErrClosed
 	}
 	if err := k.startLocked(); err != nil {
 		return err
 	}
-	c, err := keeper.Dial(k.path)
+	c, err = keeper.Dial(k.sock, k.knownLocked()...)
 	if err != nil {
 		return err
 	}
@@ -154,11 +179,30 @@ func (k *ttyKeeper) connectLocked() error {
 	return nil
 }
 
+// knownLocked are the pids the peer of tend's keeper's socket may have:
+// the keeper this daemon started, the one the state directory records (and
+// the daemon that made its socket), and this process itself. The daemon
+// makes the listening socket, and until the keeper listens on it again the
+// kernel names the daemon as the peer (so it does for a keeper started
+// before a tend upgrade by a version whose keeper did not listen again).
+func (k *ttyKeeper) knownLocked() []int {
+	return append(keeper.Recorded(k.d.state.Root), k.pid, os.Getpid())
+}
+
+// refusedLocked says so when err is the refusal of a socket served by
+// something other than tend's keeper: nothing was sent to it.
+func (k *ttyKeeper) refusedLocked(err error) {
+	if errors.Is(err, keeper.ErrUntrusted) {
+		k.d.note("%v: refused, nothing handed to it; tty runs keep their terminals, and a keeper of this daemon's replaces it", err)
+	}
+}
+
 // startLocked starts a keeper: this binary again, as tend-keeper, in a
 // session of its own, with /dev/null for its streams and the listening
-// socket as descriptor 3, and nothing else.
+// socket as descriptor 3 and the state directory as descriptor 4, and
+// nothing else.
 func (k *ttyKeeper) startLocked() error {
-	lfd, err := keeper.Listen(k.path)
+	lfd, err := keeper.Listen(k.sock)
 	if err != nil {
 		return err
 	}
@@ -171,17 +215,20 @@ func (k *ttyKeeper) startLocked() error {
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   keeper.Env(),
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(lfd)},
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(lfd), uintptr(k.sock.DirFD)},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
 	exited := make(chan struct{})
-	_, err = k.d.reaper.Spawn(func() (int, error) {
+	pid, err := k.d.reaper.Spawn(func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{keeper.Arg0}, attr)
 	}, func(reaper.Status) { close(exited) }, false)
 	if err != nil {
 		return err
 	}
-	k.child = exited
+	k.child, k.pid = exited, pid
+	if err := keeper.Record(k.d.state.Root, pid); err != nil {
+		k.d.note("%v (a daemon started after this one will not use this keeper)", err)
+	}
 	return nil
 }
 
@@ -191,7 +238,7 @@ func (k *ttyKeeper) startLocked() error {
 func (k *ttyKeeper) quit() {
 	k.mu.Lock()
 	k.closed = true
-	c, child := k.c, k.child
+	c, child, pid := k.c, k.child, k.pid
 	k.c = nil
 	for id, h := range k.taken {
 		unix.Close(h.FD)
@@ -199,7 +246,7 @@ func (k *ttyKeeper) quit() {
 	}
 	k.mu.Unlock()
 	if c == nil && child != nil {
-		c, _ = keeper.Dial(k.path)
+		c, _ = keeper.Dial(k.sock, pid)
 	}
 	if c != nil {
 		_ = c.Quit()
@@ -214,5 +261,5 @@ func (k *ttyKeeper) quit() {
 		return
 	}
 	// No keeper answered: a socket left by one that died is removed.
-	_, _ = keeper.RemoveStale(k.path)
+	_, _ = keeper.RemoveStale(k.sock)
 }

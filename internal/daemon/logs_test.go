@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -203,7 +204,7 @@ func TestNoGoroutineLeftAfterAddRemoveCycles(t *testing.T) {
 		testutil.Eventually(t, "the cycle's output", func() bool {
 			return strings.Contains(logsOf(t, c, "cyc:0", client.LogOptions{Tail: 2}), "hello "+strconv.Itoa(i)+"\n")
 		})
-		if err := c.Remove("cyc"); err != nil {
+		if err := c.Remove("cyc", program.RemoveOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,7 +248,7 @@ func TestFollowOutlivesAReplacedInstance(t *testing.T) {
 		<-followed
 	}()
 	testutil.Eventually(t, "the follow to start", func() bool { return out.String() == "first\n" })
-	if err := c.Remove("re"); err != nil {
+	if err := c.Remove("re", program.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	add("second")

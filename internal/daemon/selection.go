@@ -95,7 +95,7 @@ func compareIDs(x, y string) int {
 }
 
 // RemoveMatching implements api.Backend.
-func (b *backend) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error) {
+func (b *backend) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector, opts program.RemoveOptions) ([]string, error) {
 	var names []string
 	if name != "" {
 		spec, ok := b.d.mgr.Spec(name)
@@ -115,7 +115,7 @@ func (b *backend) RemoveMatching(ctx context.Context, name string, labels progra
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
-		wg.Go(func() { errs[i] = b.d.removeAndForget(ctx, n) })
+		wg.Go(func() { errs[i] = b.d.removeAndForget(ctx, n, opts) })
 	}
 	wg.Wait()
 	var removed []string

@@ -168,19 +168,20 @@ func (s *sessions) remove(name string) {
 		delete(s.removing, name)
 		s.mu.Unlock()
 	}()
-	if err := s.d.removeAndForget(context.Background(), name); err != nil && !errors.Is(err, program.ErrNotFound) {
+	if err := s.d.removeAndForget(context.Background(), name, program.RemoveOptions{}); err != nil && !errors.Is(err, program.ErrNotFound) {
 		s.d.note("removing %s (remove_on_exit): %v", name, err)
 	}
 }
 
-// removeAndForget is tend rm, which for a remove_on_exit program also
-// removes its log files (at once, or when the last attached reader lets
-// go of them): such a program leaves nothing behind however it goes. The
-// removal goes on when ctx ends first (a client that gave up), its files
-// with it.
-func (d *daemon) removeAndForget(ctx context.Context, name string) error {
+// removeAndForget is tend rm, which also removes the program's log files
+// (at once, or when the last attached reader lets go of them) unless
+// opts.KeepLogs, and always for a remove_on_exit program: such a program
+// leaves nothing behind however it goes, and a later program of the same
+// name starts with an empty log. The removal goes on when ctx ends first
+// (a client that gave up), its files with it.
+func (d *daemon) removeAndForget(ctx context.Context, name string, opts program.RemoveOptions) error {
 	spec, ok := d.mgr.Spec(name)
-	if !ok || !spec.RemoveOnExit {
+	if !ok || !spec.RemoveOnExit && opts.KeepLogs {
 		return d.removeProgram(ctx, name)
 	}
 	done := make(chan error, 1)

@@ -312,36 +312,25 @@ tty_size = "60x10"
 	}
 }
 
-// keeperPID is the keeper serving dir's state dir: the process holding
-// the socket listening there (/proc/net/unix names its inode).
+// keeperPID is the keeper serving dir's state dir: the pid its daemon
+// recorded (keeper.PIDFile), a live process whose descriptor 3 is its
+// socket. (/proc/net/unix cannot tell: the socket is bound through the
+// state directory's descriptor, and named so.)
 func keeperPID(t *testing.T, dir string) int {
 	t.Helper()
-	path := filepath.Join(dir, ".tend", keeper.SocketName)
-	b, err := os.ReadFile("/proc/net/unix")
+	b, err := os.ReadFile(filepath.Join(dir, ".tend", keeper.PIDFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	inode := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 8 && f[7] == path && f[3] == "00010000" { // listening
-			inode = f[6]
-		}
+	f := strings.Fields(string(b))
+	pid := 0
+	if len(f) == 3 {
+		pid, _ = strconv.Atoi(f[0])
 	}
-	if inode == "" {
-		t.Fatalf("no socket listens at %s", path)
+	if l, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3"); pid <= 0 || !strings.HasPrefix(l, "socket:") {
+		t.Fatalf("no keeper: %s records %q", keeper.PIDFile, b)
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		if l, _ := os.Readlink("/proc/" + p.Name() + "/fd/3"); l == "socket:["+inode+"]" {
-			return pid
-		}
-	}
-	t.Fatalf("no process holds socket %s", inode)
-	return 0
+	return pid
 }
 
 func readFile(path string) string {

@@ -7,7 +7,10 @@
 // /v1/status/{id} and /v1/logs/{id} for one instance, POST
 // /v1/programs/{id}/start|stop|restart for its buttons, and the WebSocket
 // GET /v1/attach/{id} for a tty instance's terminal (xterm.js, vendored
-// under static/vendor/xterm).
+// under static/vendor/xterm). Over TCP every request carries the page's
+// session secret (static/session.js; docs/trust.md#dashboard-sessions),
+// which is why the event stream is read through fetch (static/sse.js)
+// rather than EventSource.
 //
 // Handler serves "/" (the page) and "/ui/NAME" (its assets). Access control
 // is not its business: package api serves it (routes.go) on the unix socket

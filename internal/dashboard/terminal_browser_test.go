@@ -179,7 +179,7 @@ agent = true
 
 // TestDashboardTerminalRealDaemon: against the real tend binary, logged in
 // over TCP as a browser is (the WebSocket then rides the session cookie
-// and the page's Origin), a line typed into the page's terminal reaches
+// and the page's Origin, and proves the page in its first message), a line typed into the page's terminal reaches
 // python3 and its answer comes back onto the page.
 func TestDashboardTerminalRealDaemon(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {

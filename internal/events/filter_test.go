@@ -39,9 +39,9 @@ func TestFilteredBacklogIsTheStreamsEvents(t *testing.T) {
 		return program.Event{Kind: program.KindStatusChanged, ID: id, Program: name, Data: &st}
 	}
 	for _, e := range []program.Event{
-		{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: 1}},                    // 1
-		{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: []string{"web:0", "web:1"}}},             // 2
-		{Kind: program.KindSpawned, ID: "web:0", Program: "web", Labels: team, Data: &program.Spawned{PID: 7, Run: 1}}, // 3
+		{Kind: program.KindDaemon, Data: &program.DaemonPhase{Phase: program.PhaseStarted, PID: 1}},                                         // 1
+		{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{Added: []string{"web:0", "web:1"}, Removed: []string{}, Count: 2}}, // 2
+		{Kind: program.KindSpawned, ID: "web:0", Program: "web", Labels: team, Data: &program.Spawned{PID: 7, Run: 1}},                      // 3
 		status("web:0", team),     // 4
 		status("web:1", nil),      // 5
 		status("planner:0", team), // 6

@@ -2,7 +2,9 @@
 // sizes, restart counts and the aligned table `tend ps` prints. The daemon
 // renders that table itself (GET /v1/status?view=table), so a listing of a
 // thousand instances reaches the terminal without being decoded in between,
-// as kubectl's server-side printing does.
+// as kubectl's server-side printing does. Everything a program chose that
+// these forms print goes through Escape (escape.go): no control reaches
+// the operator's terminal.
 package human
 
 import (

@@ -64,14 +64,16 @@ func NewTable(o TableOptions, rows int) *PsTable {
 	return t
 }
 
-// Add appends st's row.
+// Add appends st's row. Every cell is escaped (Escape): a why, a label
+// or a name is the program's text, and a cell holds no control, not even
+// a newline or a tab, that could steer the terminal or break the table.
 func (t *PsTable) Add(st *program.Status) {
-	t.cells = append(t.cells, st.ID, st.State, st.Lifecycle, PID(st.PID), Uptime(st),
+	t.cells = append(t.cells, Escape(st.ID), Escape(st.State), Escape(st.Lifecycle), PID(st.PID), Uptime(st),
 		RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
 	if t.o.Labels {
-		t.cells = append(t.cells, orDash(program.FormatLabels(st.Labels)))
+		t.cells = append(t.cells, Escape(orDash(program.FormatLabels(st.Labels))))
 	}
-	t.cells = append(t.cells, st.Why)
+	t.cells = append(t.cells, Escape(st.Why))
 }
 
 // Write writes the table, no line wider than width but for MinWhy.

@@ -4,42 +4,64 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // The daemon's side: Listen makes the socket a new keeper serves, Dial
-// connects to the keeper of the moment.
+// connects to the keeper of the moment and makes sure it is one.
 
-// Listen makes the keeper's listening socket at path, replacing a stale
-// one (a socket no keeper serves any more: nothing else is ever removed),
-// and returns its descriptor, close-on-exec, for a new keeper's
-// descriptor 3.
-func Listen(path string) (int, error) {
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&os.ModeSocket == 0 {
-			return -1, fmt.Errorf("keeper: %s exists and is not a socket", path)
+// Socket is where the keeper's socket is: SocketName in the state
+// directory open as DirFD. It is bound and reached through that descriptor
+// (statedir.Via), never by its path looked up again; Path names it in
+// messages.
+type Socket struct {
+	DirFD int
+	Path  string
+}
+
+// At is the keeper's socket in the state directory d.
+func At(d *statedir.Dir) Socket { return Socket{DirFD: d.FD(), Path: d.Join(SocketName)} }
+
+// via is the path that reaches the socket through DirFD.
+func (s Socket) via() string { return statedir.Via(s.DirFD, SocketName, s.Path) }
+
+// Listen makes the keeper's socket, replacing one left there (the caller
+// makes one only when no keeper it trusts serves it: nothing but a socket
+// is ever removed), and returns its descriptor, listening and
+// close-on-exec, for a new keeper's descriptor 3. The keeper listens on it
+// again as it starts (serve), so that the kernel names the keeper, not the
+// daemon that made the socket, as the peer of the connections after that
+// (SO_PEERCRED): a daemon can then tell it from any other process.
+func Listen(s Socket) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.DirFD, SocketName, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+			return -1, fmt.Errorf("keeper: %s exists and is not a socket", s.Path)
 		}
-		if served, err := RemoveStale(path); served {
-			return -1, fmt.Errorf("keeper: %s is served already", path)
-		} else if err != nil {
-			return -1, fmt.Errorf("keeper: %w", err)
+		if err := unix.Unlinkat(s.DirFD, SocketName, 0); err != nil && err != unix.ENOENT {
+			return -1, fmt.Errorf("keeper: removing %s: %w", s.Path, err)
 		}
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("keeper: socket: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: s.via()}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("keeper: bind %s: %w", path, err)
+		return -1, fmt.Errorf("keeper: bind %s: %w", s.Path, err)
 	}
 	if err := unix.Listen(fd, 4); err != nil {
 		unix.Close(fd)
-		os.Remove(path)
-		return -1, fmt.Errorf("keeper: listen %s: %w", path, err)
+		_ = unix.Unlinkat(s.DirFD, SocketName, 0)
+		return -1, fmt.Errorf("keeper: listen %s: %w", s.Path, err)
 	}
 	return fd, nil
 }
@@ -53,21 +75,73 @@ type Client struct {
 // ErrClosed is the error of a Client after Close, or whose keeper went.
 var ErrClosed = errors.New("keeper: connection closed")
 
-// Dial connects to the keeper serving path.
-func Dial(path string) (*Client, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+// ErrUntrusted is wrapped by Dial's refusal of a socket served by a
+// process that is not a keeper the caller knows.
+var ErrUntrusted = errors.New("not tend's keeper")
+
+// Dial connects to the keeper serving s, if it is one the caller knows:
+// a process of the caller's effective uid whose pid is one of pids (the
+// keeper it started, the one its state records). Anything else serving
+// the socket (another user's process, a process of ours that is not the
+// keeper) is refused with an error wrapping ErrUntrusted, before a word
+// is sent: the daemon hands the keeper the masters of root's terminals
+// (docs/trust.md#sockets).
+func Dial(s Socket, pids ...int) (*Client, error) {
+	fd, err := connect(s)
 	if err != nil {
-		return nil, fmt.Errorf("keeper: socket: %w", err)
+		return nil, err
 	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("keeper: connect %s: %w", path, err)
+		return nil, fmt.Errorf("keeper: %s: SO_PEERCRED: %w", s.Path, err)
+	}
+	if euid := uint32(os.Geteuid()); cred.Uid != euid || !slices.Contains(pids, int(cred.Pid)) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("keeper: %w: %s is served by pid %d of uid %d, and tend's keeper is %s of uid %d",
+			ErrUntrusted, s.Path, cred.Pid, cred.Uid, pidList(pids), euid)
 	}
 	// A keeper that stops answering must not hold an instance's loop.
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	return &Client{fd: fd}, nil
+}
+
+// connect connects to whatever serves s.
+func connect(s Socket) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("keeper: socket: %w", err)
+	}
+	for {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: s.via()})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("keeper: connect %s: %w", s.Path, err)
+	}
+	return fd, nil
+}
+
+// pidList words the pids a keeper may have.
+func pidList(pids []int) string {
+	var known []string
+	for _, p := range pids {
+		if p > 0 && !slices.Contains(known, strconv.Itoa(p)) {
+			known = append(known, strconv.Itoa(p))
+		}
+	}
+	switch len(known) {
+	case 0:
+		return "none started or recorded"
+	case 1:
+		return "pid " + known[0]
+	}
+	return "pid " + strings.Join(known, " or ")
 }
 
 // Keep hands the keeper a copy of master for run r; the caller keeps its
@@ -86,18 +160,21 @@ func (c *Client) Quit() error {
 	return err
 }
 
-// RemoveStale removes the socket at path unless a keeper serves it, and
-// says whether one does. A path that is not a socket is left alone.
-func RemoveStale(path string) (served bool, err error) {
-	st, err := os.Lstat(path)
-	if err != nil || st.Mode()&os.ModeSocket == 0 {
+// RemoveStale removes the socket s unless something serves it, and says
+// whether something does. A path that is not a socket is left alone.
+func RemoveStale(s Socket) (served bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.DirFD, SocketName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return false, nil
 	}
-	if c, err := Dial(path); err == nil {
-		c.Close()
+	if fd, err := connect(s); err == nil {
+		unix.Close(fd)
 		return true, nil
 	}
-	return false, os.Remove(path)
+	if err := unix.Unlinkat(s.DirFD, SocketName, 0); err != nil && err != unix.ENOENT {
+		return false, fmt.Errorf("keeper: removing %s: %w", s.Path, err)
+	}
+	return false, nil
 }
 
 // Held is a master the keeper holds, handed back: FD is the caller's.

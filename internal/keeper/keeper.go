@@ -12,9 +12,16 @@
 // links the daemon, as the exec shim does. It runs in a session of its
 // own, in the daemon's own cgroup (never a run's), and holds nothing but
 // the standard streams on /dev/null, the listening socket the daemon made
-// (state_dir/keep.sock, a SOCK_SEQPACKET unix socket, its descriptor 3),
-// the connection of the daemon of the moment, and per run it holds: the
-// master and a pidfd of the run's leader.
+// (state_dir/keep.sock, a SOCK_SEQPACKET unix socket, its descriptor 3,
+// which the keeper listens on again, to be its peer), the state directory (descriptor 4,
+// to remove the socket as it leaves), the connection of the daemon of the
+// moment, and per run it holds: the master and a pidfd of the run's
+// leader.
+//
+// Both ends check who is at the other (SO_PEERCRED,
+// docs/trust.md#sockets): the keeper serves only its own uid and root, and
+// a daemon talks only to a keeper of its own uid whose pid is the one it
+// started or the one recorded in the state directory (PIDFile).
 //
 // The protocol is one datagram per message, words separated by spaces:
 //
@@ -48,8 +55,12 @@ const (
 	Marker = "TEND_KEEPER"
 )
 
-// ListenFD is the listening socket's descriptor in the keeper.
-const ListenFD = 3
+// ListenFD is the listening socket's descriptor in the keeper, DirFD the
+// state directory it is in.
+const (
+	ListenFD = 3
+	DirFD    = 4
+)
 
 // Run is one run's terminal as the keeper knows it.
 type Run struct {

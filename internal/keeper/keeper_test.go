@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,19 +17,27 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// startKeeper runs this test binary as a keeper on a new socket in dir, as
-// the daemon does.
-func startKeeper(t *testing.T, dir string) (*exec.Cmd, string, <-chan error) {
+// startKeeper runs this test binary as a keeper on a new socket in a new
+// state directory, as the daemon does, and returns it with a connection to
+// it, as the daemon that started it would make.
+func startKeeper(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error) {
 	t.Helper()
-	path := filepath.Join(dir, SocketName)
-	lfd, err := Listen(path)
+	sd := testutil.StateDir(t)
+	sock := At(sd)
+	lfd, err := Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := os.NewFile(uintptr(lfd), "listener")
 	defer l.Close()
+	dfd, err := unix.Dup(sd.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := os.NewFile(uintptr(dfd), "state dir")
+	defer d.Close()
 	exe, _ := os.Executable()
-	cmd := &exec.Cmd{Path: exe, Args: []string{Arg0}, Env: Env(), ExtraFiles: []*os.File{l},
+	cmd := &exec.Cmd{Path: exe, Args: []string{Arg0}, Env: Env(), ExtraFiles: []*os.File{l, d},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -42,7 +49,11 @@ func startKeeper(t *testing.T, dir string) (*exec.Cmd, string, <-chan error) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	return cmd, path, done
+	c, err := Dial(sock, cmd.Process.Pid, os.Getpid()) // this process made the socket: until the keeper listens again, it is the peer
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, sock, c, done
 }
 
 // A run in a terminal whose master only the keeper holds goes on writing;
@@ -50,12 +61,8 @@ func startKeeper(t *testing.T, dir string) (*exec.Cmd, string, <-chan error) {
 // written meanwhile. The keeper holds nothing else open, lets a run's
 // master go when the run ends, and exits on quit once it holds nothing.
 func TestKeeperHoldsAndHandsBack(t *testing.T) {
-	dir := t.TempDir()
-	kp, path, done := startKeeper(t, dir)
-	c, err := Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp, sock, c, done := startKeeper(t)
+	pid := kp.Process.Pid
 	m, s, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +95,7 @@ func TestKeeperHoldsAndHandsBack(t *testing.T) {
 
 	var back []Held
 	testutil.Eventually(t, "the master handed back", func() bool {
-		c2, err := Dial(path)
+		c2, err := Dial(sock, pid)
 		if err != nil {
 			return false
 		}
@@ -115,13 +122,13 @@ func TestKeeperHoldsAndHandsBack(t *testing.T) {
 
 	// Nothing open but its streams, the socket, its epoll set, the daemon's
 	// connection and the one run's master and pidfd.
-	c3, err := Dial(path)
+	c3, err := Dial(sock, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c3.Close()
 	testutil.Eventually(t, "the keeper's descriptors", func() bool {
-		return heldOpen(kp.Process.Pid) == "ptmx=1 pidfd=1 socket=2 other=0"
+		return heldOpen(kp.Process.Pid) == "ptmx=1 pidfd=1 socket=2 dir=1 other=0"
 	}, testutil.Explain(func() string { return heldOpen(kp.Process.Pid) + "\n" + fdList(kp.Process.Pid) }))
 
 	// The run ends: its master goes.
@@ -150,12 +157,7 @@ func TestKeeperHoldsAndHandsBack(t *testing.T) {
 // A keeper holding a run's master stays when its daemon quits; it exits by
 // itself once that run ends, without any daemon.
 func TestKeeperOutlivesQuitWhileHolding(t *testing.T) {
-	dir := t.TempDir()
-	_, path, done := startKeeper(t, dir)
-	c, err := Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, c, done := startKeeper(t)
 	m, s, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -205,21 +207,28 @@ func TestKeeperMessages(t *testing.T) {
 	if err != nil || m.run != (Run{ID: "a:0", PID: 12, Ticks: 345}) {
 		t.Errorf("parse = %+v, %v", m, err)
 	}
-	dir := t.TempDir()
-	lfd, err := Listen(filepath.Join(dir, SocketName))
+	sd := testutil.StateDir(t)
+	lfd, err := Listen(At(sd))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if code := serve(lfd, 200*time.Millisecond); code != 0 {
+	if code := serve(lfd, sd.FD(), 200*time.Millisecond); code != 0 {
 		t.Errorf("serve = %d", code)
 	}
 	if time.Since(start) < 200*time.Millisecond {
 		t.Error("the keeper did not wait for its first daemon")
 	}
+	if _, err := sd.Lstat(SocketName); err == nil {
+		t.Error("the keeper left its socket behind")
+	}
+	// A socket left behind is replaced.
+	lfd, err = Listen(At(sd))
+	if err != nil {
+		t.Fatal(err)
+	}
 	unix.Close(lfd)
-	// The socket is stale now: Listen replaces it.
-	lfd, err = Listen(filepath.Join(dir, SocketName))
+	lfd, err = Listen(At(sd))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +249,8 @@ func heldOpen(pid int) string {
 			n["ptmx"]++
 		case l == "anon_inode:[pidfd]":
 			n["pidfd"]++
+		case isDir("/proc/" + strconv.Itoa(pid) + "/fd/" + e.Name()):
+			n["dir"]++
 		case strings.HasPrefix(l, "socket:"):
 			n["socket"]++
 		case l == "/dev/null" || l == "anon_inode:[eventpoll]" || l == "anon_inode:[eventfd]" ||
@@ -248,7 +259,12 @@ func heldOpen(pid int) string {
 			n["other"]++
 		}
 	}
-	return fmt.Sprintf("ptmx=%d pidfd=%d socket=%d other=%d", n["ptmx"], n["pidfd"], n["socket"], n["other"])
+	return fmt.Sprintf("ptmx=%d pidfd=%d socket=%d dir=%d other=%d", n["ptmx"], n["pidfd"], n["socket"], n["dir"], n["other"])
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 func fdList(pid int) string {

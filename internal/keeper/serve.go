@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 
 func init() {
 	if len(os.Args) > 0 && os.Args[0] == Arg0 && os.Getenv(Marker) != "" {
-		closeInherited(ListenFD)
-		os.Exit(serve(ListenFD, firstGrace))
+		closeInherited(ListenFD, DirFD)
+		os.Exit(serve(ListenFD, DirFD, firstGrace))
 	}
 }
 
@@ -33,20 +32,30 @@ type held struct {
 type keeper struct {
 	ep     int
 	listen int
+	dir    int           // the state directory, where the socket is (leave)
 	conns  map[int]bool  // daemons' connections: the one of the moment, and one dying, whose last words still count
 	byFD   map[int]*held // by pidfd (the epoll events' key)
 	byRun  map[Run]*held
 	quit   bool // a daemon left with quit: exit once nothing is held
 }
 
-// serve is the keeper's life; it returns its exit status.
-func serve(listen int, grace time.Duration) int {
+// serve is the keeper's life; it returns its exit status. listen is the
+// socket the daemon made, dir the state directory it is in.
+func serve(listen, dir int, grace time.Duration) int {
+	// Listening again makes the kernel record the keeper, not the daemon
+	// that made the socket, as the listener: every connection from now on
+	// gets its pid and uid as its peer's (SO_PEERCRED), and the next
+	// daemon talks only to the keeper's.
+	if unix.Listen(listen, 4) != nil {
+		return 1
+	}
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return 1
 	}
-	k := &keeper{ep: ep, listen: listen, conns: map[int]bool{}, byFD: map[int]*held{}, byRun: map[Run]*held{}}
+	k := &keeper{ep: ep, listen: listen, dir: dir, conns: map[int]bool{}, byFD: map[int]*held{}, byRun: map[Run]*held{}}
 	unix.CloseOnExec(listen)
+	unix.CloseOnExec(dir)
 	if k.watch(listen) != nil {
 		return 1
 	}
@@ -93,25 +102,21 @@ func serve(listen int, grace time.Duration) int {
 // cannot do it itself: its probe of the socket would be a connection that
 // calls the quit off.
 func (k *keeper) leave() {
-	sa, err := unix.Getsockname(k.listen)
 	unix.Close(k.listen)
-	ua, ok := sa.(*unix.SockaddrUnix)
-	if err == nil && ok && filepath.IsAbs(ua.Name) {
-		_, _ = RemoveStale(ua.Name)
-	}
+	_, _ = RemoveStale(Socket{DirFD: k.dir, Path: SocketName})
 }
 
 // closeInherited closes what came in through exec besides the standard
-// streams and the socket: everything the Go runtime opens is close-on-exec,
-// so a descriptor without the flag was inherited.
-func closeInherited(listen int) {
+// streams, the socket and the state directory: everything the Go runtime
+// opens is close-on-exec, so a descriptor without the flag was inherited.
+func closeInherited(listen, dir int) {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
 		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 || fd == listen {
+		if err != nil || fd <= 2 || fd == listen || fd == dir {
 			continue
 		}
 		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {

@@ -45,6 +45,11 @@ type Intent struct {
 	// status's next_start_at, kept to the nanosecond).
 	Backoff   *program.Backoff `json:"backoff,omitempty"`
 	NextStart time.Time        `json:"next_start,omitzero"`
+	// Retiring: tend itself was stopping the run for good (a reload that
+	// replaces or removes its program, tend rm, a scale down), so its end
+	// is that stop's, never a crash, also when a daemon killed meanwhile
+	// leaves it to the next one (docs/daemon.md#damaged-records).
+	Retiring bool `json:"retiring,omitempty"`
 }
 
 // IsProgram says whether r is a program's record (else an instance's).
@@ -63,6 +68,7 @@ var intentSchema = statedir.Schema[Intent]{
 	Key:      func(r Intent) string { return r.ID },
 	KeyField: "id",
 	Valid:    Intent.valid,
+	Durable:  true, // an operator's decisions survive a power cut too
 }
 
 // SpecDigest names a program's spec apart from its instance count (which
@@ -103,36 +109,44 @@ type Intents struct {
 
 // IntentLoad is what LoadIntents found.
 type IntentLoad struct {
-	Records map[string]Intent // by ID; nil when there was none, or a damaged file
-	// Problem is one line when the record was damaged: set aside, nothing
-	// of it used, and the fleet starts from the config.
+	Records map[string]Intent // by ID; nil when there was none
+	// Problem is one line when the record was damaged: what was set
+	// aside, and what was recovered from where.
 	Problem string
 }
 
 // LoadIntents reads the intent record an earlier daemon left. A missing
 // record is none (the earlier daemon stopped cleanly, or there was
-// none). One that cannot be read or parsed whole is set aside
-// (intent.json.corrupt-<UTC stamp>), and nothing of it is used: a record
-// that is only partly there could restore a stop without the scale that
-// came with it, and the fleet as the config says is the state an
-// operator expects after a clean start. The error is returned only when
-// such a file cannot be set aside.
+// none). A damaged one is set aside (intent.json.corrupt-<UTC stamp>),
+// never written over, and what can be recovered is restored, as a
+// database replays its log over a damaged page: intent.json.log begins
+// with a snapshot of every record and holds every change since, so with
+// it nothing is lost but a torn last line; without it, the records on
+// the snapshot's intact lines (each names one instance or one program's
+// scale, and stands on its own). Only the records that cannot be read at
+// all start from the config, and the one Problem line says which case
+// it was (docs/daemon.md#damaged-records). The error is returned only
+// when a damaged file cannot be set aside.
 func LoadIntents(dir *statedir.Dir, now time.Time) (IntentLoad, error) {
 	l, err := statedir.LoadTable(dir, IntentFile, intentSchema, now)
 	if err != nil {
 		return IntentLoad{}, err
 	}
+	var out IntentLoad
+	if len(l.Records) > 0 {
+		out.Records = make(map[string]Intent, len(l.Records))
+		for _, r := range l.Records {
+			out.Records[r.ID] = r
+		}
+	}
 	if len(l.Problems) > 0 {
-		return IntentLoad{Problem: fmt.Sprintf("%s is damaged (%s); the fleet starts from the config", dir.Join(IntentFile), strings.Join(l.Problems, "; "))}, nil
+		how := fmt.Sprintf("%d records restored; the decisions of any other instance start from the config", len(l.Records))
+		if l.Damaged && l.Applied > 0 {
+			how = fmt.Sprintf("%d records restored from %s, which holds every decision", len(l.Records), IntentFile+".log")
+		}
+		out.Problem = strings.Join(l.Problems, "; ") + ": " + how // each problem names its file
 	}
-	if len(l.Records) == 0 {
-		return IntentLoad{}, nil
-	}
-	recs := make(map[string]Intent, len(l.Records))
-	for _, r := range l.Records {
-		recs[r.ID] = r
-	}
-	return IntentLoad{Records: recs}, nil
+	return out, nil
 }
 
 // OpenIntents starts keeping the intent record in dir, beginning with
@@ -166,8 +180,8 @@ func (k *Intents) Get(id string) (Intent, bool) {
 	return k.t.Get(id)
 }
 
-// Sync writes every record put so far to the journal, or says why it
-// could not.
+// Sync writes every record put so far to the journal and flushes it to
+// disk, or says why it could not.
 func (k *Intents) Sync() error {
 	if k == nil {
 		return nil
@@ -189,6 +203,14 @@ func (k *Intents) Commit(rs ...Intent) error {
 		return fmt.Errorf("%w: %s: %w", program.ErrNotKept, IntentFile, err)
 	}
 	return nil
+}
+
+// Write writes every record put so far to the journal, without the flush:
+// what must survive a kill of the daemon, at the pace of a loop.
+func (k *Intents) Write() {
+	if k != nil {
+		_ = k.t.Write() // what it cannot write stays pending; the health reports it
+	}
 }
 
 // Freeze keeps the record as it is from now on: Put and Delete do

@@ -3,6 +3,7 @@ package kept
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,25 +72,54 @@ func TestIntentRecordSizeAt10000Instances(t *testing.T) {
 }
 
 // A damaged intent record (garbage, or cut short) is set aside, never
-// written over, and none of it is used: one problem line names the file.
-// Freeze keeps the record as it is; Discard removes it.
+// written over, and what can be recovered is: every record from the
+// journal when there is one, else those on the intact lines; one problem
+// line names the file and says which. Freeze keeps the record as it is;
+// Discard removes it.
 func TestIntentRecordDamagedFrozenDiscarded(t *testing.T) {
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	for name, damage := range map[string]func(b []byte) []byte{
-		"garbage":   func([]byte) []byte { return []byte("\x00\x01 not json") },
-		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
+	for _, c := range []struct {
+		name    string
+		damage  func(b []byte) []byte
+		journal bool
+		want    []string // the records restored
+	}{
+		{"garbage", func([]byte) []byte { return []byte("\x00\x01 not json") }, true, []string{"a:0", "b:0", "c"}},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, true, []string{"a:0", "b:0", "c"}},
+		{"empty", func([]byte) []byte { return nil }, true, []string{"a:0", "b:0", "c"}},
+		{"garbage, no journal", func([]byte) []byte { return []byte("\x00\x01 not json") }, false, nil},
+		{"last line torn, no journal", func(b []byte) []byte { return b[:len(b)-10] }, false, []string{"a:0", "b:0"}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			d := testutil.StateDir(t)
 			k := OpenIntents(d, nil)
 			k.Put(fullIntent("a:0", now))
 			k.Put(fullIntent("b:0", now))
+			n := 3
+			k.Put(Intent{ID: "c", Instances: &n, Configured: 1})
 			k.Close()
 			b, _ := os.ReadFile(d.Join(IntentFile))
-			os.WriteFile(d.Join(IntentFile), damage(b), 0o600)
+			os.WriteFile(d.Join(IntentFile), c.damage(b), 0o600)
+			if !c.journal {
+				os.Remove(d.Join(IntentFile + ".log"))
+			}
 			l, err := LoadIntents(d, now)
-			if err != nil || l.Records != nil || !strings.Contains(l.Problem, d.Join(IntentFile)) || strings.Contains(l.Problem, "\n") {
+			if err != nil || !strings.Contains(l.Problem, d.Join(IntentFile)) || strings.Contains(l.Problem, "\n") {
 				t.Fatalf("damaged: %+v %v", l, err)
+			}
+			var got []string
+			for id := range l.Records {
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, c.want) {
+				t.Errorf("restored %v, want %v (%s)", got, c.want, l.Problem)
+			}
+			if r, ok := l.Records["a:0"]; ok && (r.History == nil || r.History.CrashCount != 42 || !r.NextStart.Equal(now.Add(time.Minute))) {
+				t.Errorf("a:0 restored as %+v", r)
+			}
+			if c.journal && !strings.Contains(l.Problem, "restored from intent.json.log") {
+				t.Errorf("the line does not say the journal was used: %s", l.Problem)
 			}
 			if _, err := d.Lstat(IntentFile + ".corrupt-20261203T090000Z"); err != nil {
 				t.Errorf("not set aside: %v", err)

@@ -23,6 +23,16 @@ type entry struct {
 	Name      string          `json:"name"`
 	Body      json.RawMessage `json:"body"`                // the POST /v1/programs body, as sent
 	Instances *int            `json:"instances,omitempty"` // set by tend scale, over the body's
+	// Lost: a program known only by its name, its entry lost with a
+	// damaged programs.json while a run or an intent record of it was
+	// left; kept aside (no Body) until tend add or tend rm decides.
+	Lost bool `json:"lost,omitempty"`
+	// Damaged, on a line of its own (no Name): programs.json was damaged
+	// and set aside as this file, and the programs it held are not all
+	// known yet; a run of a program tend does not know is left alone
+	// rather than stopped. Written so that a daemon killed before Settle
+	// still knows (docs/daemon.md#damaged-records).
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Programs holds the programs added over the API: operator intent, so
@@ -36,32 +46,45 @@ type entry struct {
 type Programs struct {
 	dir *statedir.Dir
 
-	mu      sync.Mutex      // guards list, aside, unknown and the file
-	list    []entry         // in the order added
-	aside   map[string]bool // names whose body did not parse at the last start or reload
-	unknown bool            // programs.json was damaged: a run of a program tend does not know may be one of them
+	mu    sync.Mutex      // guards list, aside, unknown and the file
+	list  []entry         // in the order added
+	aside map[string]bool // names whose body did not parse at the last start or reload, or was lost
+	// unknown: programs.json was damaged (set aside as this file), and
+	// a run of a program tend does not know may be one of its programs.
+	unknown string
 }
 
 // OpenPrograms reads programs.json. One that does not parse whole is set
-// aside (programs.json.corrupt-<UTC stamp>), the entries on its lines that
-// parse are kept (and written back), and the runs of programs no longer
-// known are then left alone rather than stopped. The error is returned
-// only when a bad file cannot be set aside.
+// aside (programs.json.corrupt-<UTC stamp>), never written over, the
+// entries on its lines that parse are kept, and the runs and intent
+// records of programs no longer known are then left alone rather than
+// stopped or dropped, until Settle names them: programs.json is written
+// back with a mark saying so, so that a daemon killed before Settle does
+// not take the file for whole (docs/daemon.md#damaged-records). The
+// error is returned only when a bad file cannot be set aside.
 func OpenPrograms(dir *statedir.Dir, now time.Time) (k *Programs, problems []string, err error) {
 	list, damage, err := statedir.ReadLines[entry](dir, ProgramsFile, now)
 	if err != nil {
 		return nil, nil, err
 	}
 	k = &Programs{dir: dir, aside: map[string]bool{}, list: clean(list)}
-	if damage == nil {
-		return k, nil, nil
+	for _, p := range list {
+		if p.Damaged != "" && p.Name == "" {
+			k.unknown = p.Damaged
+		}
 	}
-	k.unknown = true
+	if damage == nil {
+		if k.unknown != "" {
+			problems = append(problems, fmt.Sprintf("%s was damaged and set aside as %s before a daemon could name what it held; runs of programs tend does not know are left alone", k.Path(), k.unknown))
+		}
+		return k, problems, nil
+	}
+	k.unknown = damage.Aside
 	why := damage.Err
 	if damage.Read {
 		why = statedir.Unsafe(why)
 	}
-	problems = append(problems, fmt.Sprintf("%s is damaged (%v); set aside as %s, %d programs added over the API read from it; runs of programs tend does not know are left alone", k.Path(), oneLine(why), damage.Aside, len(k.list)))
+	problems = append(problems, fmt.Sprintf("%s is damaged (%v); set aside as %s, %d programs added over the API read from its intact lines; runs and records of programs tend does not know are kept and left alone, not stopped", k.Path(), oneLine(why), damage.Aside, len(k.list)))
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.saveLocked(); err != nil {
@@ -73,15 +96,21 @@ func OpenPrograms(dir *statedir.Dir, now time.Time) (k *Programs, problems []str
 // Path is programs.json's path, for messages.
 func (k *Programs) Path() string { return k.dir.Join(ProgramsFile) }
 
-// clean drops the entries without a valid name, an object body or a count
-// of instances in bounds; of two with one name, the later counts.
+// clean drops the entries without a valid name, an object body (but for
+// a lost one) or a count of instances in bounds, and the damage mark; of
+// two with one name, the later counts.
 func clean(list []entry) []entry {
 	var out []entry
 	for _, p := range list {
 		body := bytes.TrimSpace(p.Body)
+		if p.Lost && (len(body) == 0 || string(body) == "null") {
+			p.Body, p.Instances, p.Damaged = nil, nil, ""
+			body = []byte("{}")
+		}
 		if !program.ValidName(p.Name) || len(body) == 0 || body[0] != '{' || (p.Instances != nil && (*p.Instances < 0 || *p.Instances > program.MaxInstances)) {
 			continue
 		}
+		p.Damaged = ""
 		if i := slices.IndexFunc(out, func(q entry) bool { return q.Name == p.Name }); i >= 0 {
 			out[i] = p
 			continue
@@ -101,7 +130,50 @@ func (k *Programs) saveLocked() error { return k.saveLockedDurable(true) }
 // program whose run is gone), while a daemon's crash leaves the file as
 // written. The flushes are most of what adding one costs.
 func (k *Programs) saveLockedDurable(durable bool) error {
-	return k.dir.WriteFileAtomic(ProgramsFile, statedir.MarshalLines(k.list), 0o600, durable)
+	list := k.list
+	if k.unknown != "" {
+		list = append(slices.Clip(list), entry{Damaged: k.unknown})
+	}
+	return k.dir.WriteFileAtomic(ProgramsFile, statedir.MarshalLines(list), 0o600, durable)
+}
+
+// Settle ends what a damaged programs.json left unknown, once the daemon
+// has taken up its fleet: each name (of a run or an intent record left
+// alone because its program was not known) that has no entry gets a lost
+// one, kept aside, and the damage mark goes, in one write. Until an
+// operator decides (tend add NAME gives the program back, tend rm NAME
+// forgets it), a lost program's runs stay alone and its records kept,
+// across restarts too. It returns the names it kept.
+func (k *Programs) Settle(names []string) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.unknown == "" {
+		return nil, nil
+	}
+	var lost []string
+	for _, n := range names {
+		if program.ValidName(n) && k.index(n) < 0 {
+			k.list = append(k.list, entry{Name: n, Lost: true})
+			k.aside[n] = true
+			lost = append(lost, n)
+		}
+	}
+	k.unknown = ""
+	return lost, k.saveLocked()
+}
+
+// Lost returns the names of the programs known only by name (Settle),
+// and the set-aside file while what a damaged programs.json held is not
+// yet known: what tend doctor names.
+func (k *Programs) Lost() (names []string, unknown string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.list {
+		if p.Lost {
+			names = append(names, p.Name)
+		}
+	}
+	return names, k.unknown
 }
 
 // Specs parses every kept program with defaults (relative paths against
@@ -127,6 +199,11 @@ func (k *Programs) Specs(defaults *config.Defaults, baseDir string, configured m
 	}
 	clear(k.aside)
 	for _, p := range k.list {
+		if p.Lost {
+			problems = append(problems, fmt.Sprintf("program %s (added over the API) was lost with a damaged %s: kept aside, not started, its runs left alone (tend add %s gives it back, tend rm %s forgets it)", p.Name, ProgramsFile, p.Name, p.Name))
+			k.aside[p.Name] = true
+			continue
+		}
 		spec, err := defaults.ParseProgramJSON(p.Body, baseDir)
 		if err == nil && spec.Name != p.Name {
 			err = fmt.Errorf("its body names %q", spec.Name)
@@ -227,7 +304,7 @@ func (k *Programs) index(name string) int {
 func (k *Programs) LeaveAlone(name string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.unknown || k.aside[name]
+	return k.unknown != "" || k.aside[name]
 }
 
 // oneLine joins a multi-line message (config errors) into one line.

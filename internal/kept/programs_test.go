@@ -50,7 +50,31 @@ func TestProgramsFile(t *testing.T) {
 	if _, err := d.Lstat("programs.json.corrupt-20261202T090000Z"); err != nil {
 		t.Errorf("not set aside: %v", err)
 	}
-	if k5, problems, _ := OpenPrograms(d, time.Now()); len(k5.list) != 1 || problems != nil {
-		t.Errorf("after setting aside, the good entries were written back: %+v %q", k5.list, problems)
+	// Until Settle, every start knows programs.json was damaged: a daemon
+	// killed before it must not take the good entries for the whole file.
+	k5, problems, _ := OpenPrograms(d, time.Now())
+	if len(k5.list) != 1 || len(problems) != 1 || !strings.Contains(problems[0], "programs.json.corrupt-20261202T090000Z") || !k5.LeaveAlone("anything") {
+		t.Errorf("after setting aside: %+v %q", k5.list, problems)
+	}
+	// Settle keeps the names of the programs left alone as lost entries,
+	// kept aside across restarts until tend add or tend rm.
+	lost, err := k5.Settle([]string{"gone", "b", "gone"})
+	if err != nil || len(lost) != 1 || lost[0] != "gone" {
+		t.Fatalf("settle: %v %v", lost, err)
+	}
+	k6, problems, _ := OpenPrograms(d, time.Now())
+	if problems != nil || k6.LeaveAlone("anything") {
+		t.Errorf("after Settle: %q, strays left alone %v", problems, k6.LeaveAlone("anything"))
+	}
+	specs, problems = k6.Specs(nil, "/", nil, func(string) (*program.Spec, bool) { return nil, false })
+	if len(specs) != 1 || specs[0].Name != "b" || len(problems) != 1 || !strings.Contains(problems[0], "program gone (added over the API) was lost") || !k6.LeaveAlone("gone") || k6.LeaveAlone("other") {
+		t.Errorf("a lost program: %+v %q", specs, problems)
+	}
+	if names, unknown := k6.Lost(); len(names) != 1 || names[0] != "gone" || unknown != "" {
+		t.Errorf("Lost: %v %q", names, unknown)
+	}
+	k6.Put("gone", []byte(`{"name":"gone","command":["sleep","3"]}`))
+	if names, _ := k6.Lost(); names != nil || k6.LeaveAlone("gone") {
+		t.Errorf("tend add did not give gone back: %v", names)
 	}
 }

@@ -22,9 +22,11 @@ var bufPool = sync.Pool{New: func() any {
 // datagram is one datagram as read, its descriptors already closed.
 type datagram struct {
 	buf       *buffer
-	n         int   // bytes of buf.data received
-	truncated bool  // longer than MaxDatagram
-	pid       int32 // sender pid from SCM_CREDENTIALS, 0 when unknown
+	n         int    // bytes of buf.data received
+	truncated bool   // longer than MaxDatagram
+	pid       int32  // sender pid from SCM_CREDENTIALS, 0 when unknown
+	uid       uint32 // sender uid from SCM_CREDENTIALS, if cred
+	cred      bool   // the kernel said who sent it
 }
 
 // read reads one queued datagram from the non-blocking fd; unix.EAGAIN
@@ -50,7 +52,7 @@ func (s *Socket) read(fd int) (datagram, error) {
 }
 
 // readControl closes every passed descriptor at once (systemd-notify's
-// barrier waits for exactly that) and notes the sender's pid.
+// barrier waits for exactly that) and notes the sender's pid and uid.
 func (d *datagram) readControl(oob []byte) {
 	for len(oob) >= unix.CmsgLen(0) {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
@@ -70,7 +72,7 @@ func (d *datagram) readControl(oob []byte) {
 			}
 		case unix.SCM_CREDENTIALS:
 			if cred, err := unix.ParseUnixCredentials(&scm); err == nil {
-				d.pid = cred.Pid
+				d.pid, d.uid, d.cred = cred.Pid, cred.Uid, true
 			}
 		}
 	}
@@ -79,6 +81,10 @@ func (d *datagram) readControl(oob []byte) {
 // deliver parses d and hands it to the handler, or drops it.
 func (s *Socket) deliver(d datagram) {
 	s.received.Add(1)
+	if !d.cred || d.uid != 0 && d.uid != s.euid && d.uid != s.user {
+		s.drop(fmt.Errorf("%w (uid %d)", ErrSender, d.uid))
+		return
+	}
 	if d.truncated {
 		s.drop(fmt.Errorf("%w: longer than %d bytes", ErrOversized, MaxDatagram))
 		return

@@ -36,6 +36,8 @@ type Options struct {
 
 	// Owner, when not nil, becomes the socket file's owner (tend must be
 	// root), so a child running as that user can send with the default mode.
+	// It is also the one user besides root and tend's own whose datagrams
+	// are read (for ListenFD, only that).
 	Owner *Owner
 
 	// OnDrop, when not nil, is called on the epoll loop with the reason
@@ -63,6 +65,8 @@ type Socket struct {
 	watch   *epoll.Watch // owns the socket's descriptor
 	handler func(Message)
 	onDrop  func(error)
+	euid    uint32 // tend's uid: its datagrams are read, as root's are
+	user    uint32 // the run's user (Options.Owner), or euid
 
 	received  atomic.Uint64
 	dropped   atomic.Uint64
@@ -96,8 +100,11 @@ func Listen(path string, handler func(Message)) (*Socket, error) {
 // the NUL after it in sun_path. There is no abstract-socket fallback: an
 // abstract name has no permissions, so any local user could send to it.
 //
-// SO_PASSCRED is on, so the kernel attaches the sender's credentials (its
-// pid goes into Message.SenderPID, for logs).
+// SO_PASSCRED is on, so the kernel attaches the sender's credentials: its
+// pid goes into Message.SenderPID, for logs, and a datagram from a user
+// other than root, tend's own and the run's (Options.Owner) is dropped
+// (ErrSender): a socket whose mode lets others in must not let them steer
+// a run's health (docs/trust.md#sockets).
 func ListenOptions(path string, handler func(Message), opt Options) (*Socket, error) {
 	if handler == nil {
 		return nil, errors.New("notify: nil handler")
@@ -116,7 +123,7 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 	if err := removeStale(abs); err != nil {
 		return nil, err
 	}
-	s := &Socket{path: abs, handler: handler, onDrop: opt.OnDrop, marker: newMarker()}
+	s := newSocket(abs, handler, opt)
 	fd, err := s.bind(mode, opt.Owner)
 	if err != nil {
 		return nil, err
@@ -131,6 +138,16 @@ func ListenOptions(path string, handler func(Message), opt Options) (*Socket, er
 		return nil, fmt.Errorf("notify: %w", err)
 	}
 	return s, nil
+}
+
+// newSocket is a Socket for path, not yet bound or watched.
+func newSocket(path string, handler func(Message), opt Options) *Socket {
+	euid := uint32(os.Geteuid())
+	s := &Socket{path: path, handler: handler, onDrop: opt.OnDrop, marker: newMarker(), euid: euid, user: euid}
+	if opt.Owner != nil {
+		s.user = uint32(opt.Owner.UID)
+	}
+	return s
 }
 
 // removeStale removes a socket left at path by an earlier daemon.
@@ -281,7 +298,7 @@ func ListenFD(fd int, path string, handler func(Message), opt Options) (*Socket,
 		unix.Close(fd)
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	s := &Socket{path: path, handler: handler, onDrop: opt.OnDrop, marker: newMarker()}
+	s := newSocket(path, handler, opt)
 	loop, err := epoll.Shared()
 	if err == nil {
 		s.watch, err = loop.Add(fd, s.readable)

@@ -43,3 +43,12 @@ type Readiness struct {
 	// cannot be written: docs/daemon.md#when-the-disk-fills).
 	Why string `json:"why,omitempty"`
 }
+
+// RemoveOptions qualify the removal of a program (tend rm, DELETE
+// /v1/programs).
+type RemoveOptions struct {
+	// KeepLogs keeps the program's log files (tend rm --keep-logs);
+	// otherwise they go with it, so a later program of the same name
+	// starts with an empty log (docs/sessions.md).
+	KeepLogs bool
+}

@@ -158,8 +158,12 @@ type (
 		CrashCount int `json:"crash_count"`
 		Max        int `json:"max"`
 	}
+	// TrackedChanged says which instances came and went (each list in id
+	// order, never null) and how many there are now.
 	TrackedChanged struct {
-		IDs []string `json:"ids"`
+		Added   []string `json:"added"`
+		Removed []string `json:"removed"`
+		Count   int      `json:"count"`
 	}
 	DaemonPhase struct {
 		Phase string `json:"phase"`

@@ -55,3 +55,17 @@ func SplitID(id string) (name string, k int, ok bool) {
 	}
 	return sel.Program, sel.Instance, true
 }
+
+// CompareIDs orders instance ids as listings show them: by program name,
+// then by instance number (so "w:2" comes before "w:10").
+func CompareIDs(a, b string) int {
+	an, ak, _ := strings.Cut(a, ":")
+	bn, bk, _ := strings.Cut(b, ":")
+	if c := strings.Compare(an, bn); c != 0 {
+		return c
+	}
+	if c := len(ak) - len(bk); c != 0 { // no leading zeros: longer is larger
+		return c
+	}
+	return strings.Compare(ak, bk)
+}

@@ -44,7 +44,7 @@ func LabelValueProblem(v string) string {
 		return fmt.Sprintf("%d characters, the most a label value may have is %d", n, MaxLabelValue)
 	}
 	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f { // C0, DEL and C1
 			return fmt.Sprintf("contains the control character %U (values are printed in tables and typed in selectors)", r)
 		}
 	}

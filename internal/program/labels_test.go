@@ -26,6 +26,9 @@ func TestParseLabel(t *testing.T) {
 		{"k=" + strings.Repeat("x", 257), Label{}, "257 characters"},
 		{"k=a\nb", Label{}, "control character"},
 		{"k=a\x00b", Label{}, "control character"},
+		{"k=a\u009bb", Label{}, "control character U+009B"}, // C1: a CSI to a terminal (docs/trust.md)
+		{"k=a\x7fb", Label{}, "control character U+007F"},
+		{"k=\u00a0\u202e", Label{"k", "\u00a0\u202e"}, ""}, // printed escaped, not refused
 		{"k=\xff", Label{}, "UTF-8"},
 	} {
 		got, err := ParseLabel(tc.in)

@@ -186,7 +186,14 @@ type Daemon struct {
 	AuditMaxSize   int64         // bytes the audit directory may hold; the oldest files go first; default 1GiB
 	Cgroup         string        // CgroupAuto (default), CgroupOff, or an absolute directory in a cgroup2 mount
 	ForwardOutput  bool          // also print every captured line on tend's stdout as "NAME:K | line"; default false
+	APIAdd         string        // who may add programs: APIAddAny (default) or APIAddUnix (not over TCP, token or not)
 }
+
+// Values of Daemon.APIAdd ([daemon] api_add).
+const (
+	APIAddAny  = "any"
+	APIAddUnix = "unix"
+)
 
 // Config is a whole loaded configuration.
 type Config struct {

@@ -12,7 +12,9 @@
 // what can be read of it still loaded, the journal applied either way, and
 // File starts from what was loaded, so records no instance has claimed yet
 // are written back. A record whose process is gone or was replaced is
-// simply not adopted.
+// simply not adopted. A live run with no record at all (runs.json and its
+// journal lost) is found by what else names it, its cgroup or the output
+// FIFOs it holds (found.go).
 //
 // Every file is opened through the state directory's descriptor, never
 // following a symlink (statedir).

@@ -23,13 +23,17 @@ func ID(stateDir string) string {
 // by a short path (notify sockets, whose path is limited to 107 bytes):
 // /run/tend/ID as root, else $XDG_RUNTIME_DIR/tend/ID, else
 // /tmp/tend-UID/ID. Each level is checked like the state directory: not a
-// symlink, tend's own, not writable by others. With traversable the last
+// symlink, tend's own, not writable by others, its parents none another
+// user could replace. With traversable the last
 // level is mode 0711 instead of 0700, so a run of another user can reach
 // its own socket in it (the socket is that user's, mode 0600) without
 // listing the others.
 func Runtime(id string, traversable bool) (*Dir, error) {
 	base, err := runtimeBase()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkParents("runtime dir", filepath.Join(base, id)); err != nil {
 		return nil, err
 	}
 	d, err := openChecked(base)

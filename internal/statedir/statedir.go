@@ -6,7 +6,8 @@
 // child's output.
 //
 // So the directory itself is refused when it is a symlink, belongs to
-// another user or is writable by group or others; it is then held open, and
+// another user or is writable by group or others, and so is one another
+// user could replace through a parent (parents.go); it is then held open, and
 // every file in it is opened relative to that descriptor with O_NOFOLLOW
 // (openat, mkdirat, renameat, unlinkat, mknodat), by a single path component.
 // A path that is not a regular file where one is expected (a FIFO planted
@@ -51,12 +52,16 @@ var ErrUnsafe = fmt.Errorf("%w: unsafe state directory", program.ErrBadConfig)
 
 // Open makes path (and its missing parents) and opens it as a state
 // directory: created mode 0700; refused if it is a symlink, not owned by
-// the effective uid, or writable by group or others. An existing directory
-// of ours that others may read or enter is narrowed to 0700.
+// the effective uid, or writable by group or others, or if another user
+// could replace it through one of its parents (checkParents). An existing
+// directory of ours that others may read or enter is narrowed to 0700.
 func Open(path string) (*Dir, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkParents("state_dir", abs); err != nil {
+		return nil, err // before making anything in a directory another user controls
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)

@@ -194,3 +194,79 @@ func TestRuntimeDir(t *testing.T) {
 		t.Errorf("runtime dir %s is not short", r.Path())
 	}
 }
+
+// A state directory another user could replace through a parent is
+// refused, naming that parent: one writable by others without the sticky
+// bit, one of another user (also when reached through a symlink), one
+// behind another user's symlink. /tmp-like sticky parents stay fine.
+func TestOpenRefusesReplaceableParents(t *testing.T) {
+	base := t.TempDir()
+	mk := func(path string, mode os.FileMode, uid int) string {
+		t.Helper()
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if uid >= 0 {
+			if err := os.Lchown(path, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return path
+	}
+	open := filepath.Join(mk(filepath.Join(base, "open"), 0o777, -1), "mine")
+	mk(open, 0o755, -1)
+	cases := map[string]string{ // the state dir: the parent its refusal names
+		filepath.Join(open, ".tend"):                 filepath.Join(base, "open") + ", a parent of state_dir",
+		filepath.Join(base, "open", "new"):           filepath.Join(base, "open") + ", a parent of state_dir",
+		filepath.Join(base, "open", "made", ".tend"): filepath.Join(base, "open") + ", a parent of state_dir",
+	}
+	sticky := mk(filepath.Join(base, "sticky"), os.ModeSticky|0o777, -1)
+	mk(filepath.Join(sticky, "x"), 0o755, -1)
+	fine := []string{filepath.Join(sticky, "x", ".tend"), filepath.Join(sticky, "y", "z", ".tend")}
+	if os.Geteuid() == 0 {
+		shared := mk(filepath.Join(base, "shared"), 0o755, 65534) // /srv/shared of another user
+		cases[filepath.Join(shared, ".tend")] = shared + ", a parent of state_dir"
+		// Through a symlink of ours into another user's directory.
+		os.Symlink(shared, filepath.Join(base, "via"))
+		cases[filepath.Join(base, "via", ".tend")] = shared + ", a parent of state_dir"
+		// Behind a symlink another user owns, in a sticky directory.
+		link := filepath.Join(sticky, "theirs")
+		os.Symlink(filepath.Join(sticky, "x"), link)
+		if err := os.Lchown(link, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[filepath.Join(link, ".tend")] = link + ", a symlink on the way to state_dir"
+		// Inside a sticky directory, what is in it must be ours.
+		their := mk(filepath.Join(sticky, "their"), 0o755, 65534)
+		cases[filepath.Join(their, ".tend")] = their + ", a parent of state_dir"
+	}
+	for path, msg := range cases {
+		d, err := Open(path)
+		if err == nil {
+			d.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s: error %v, want %q", path, err, msg)
+		}
+		if !errors.Is(err, ErrUnsafe) || !errors.Is(err, program.ErrBadConfig) {
+			t.Errorf("%s: %v does not match ErrUnsafe and ErrBadConfig", path, err)
+		}
+		if _, serr := os.Lstat(path); serr == nil {
+			t.Errorf("%s was made before the refusal", path)
+		}
+		if _, serr := os.Lstat(filepath.Join(base, "open", "made")); serr == nil {
+			t.Errorf("a parent was made before the refusal")
+		}
+	}
+	for _, path := range fine {
+		d, err := Open(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		d.Close()
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Table keeps records, one per key, that must outlive the daemon that
@@ -20,10 +22,12 @@ import (
 // disk the moment they are made, so a Table writes two files:
 //
 //   - NAME.log, the journal: each change is appended at once as one JSON
-//     line (one write(2), no fsync: it only has to survive the daemon, not
-//     the machine), so a daemon killed the instant after a change has
-//     still recorded it; a decision (Commit) is flushed to disk too, in a
-//     group commit (commit.go);
+//     line (one write(2), no fsync: that survives the daemon, not the
+//     machine), so a daemon killed the instant after a change has still
+//     recorded it; a Durable table's Sync also flushes it to disk, for
+//     what must survive a power cut (an operator's decisions), and a
+//     decision (Commit) is flushed before it is acted on, in a group
+//     commit (commit.go);
 //   - NAME, the whole set, one record a line (MarshalLines), rewritten at
 //     most once a second and renamed into place (never torn); then the
 //     journal starts over from a snapshot of the set.
@@ -70,6 +74,10 @@ type Schema[R any] struct {
 	Key      func(R) string // a record's key, never ""
 	KeyField string         // the key's JSON name, for the journal's delete lines
 	Valid    func(R) bool   // whether a record read back names anything; nil = all with a key
+	// Durable: the records must survive a power cut too, not only a kill
+	// of the daemon (an operator's decisions): Sync flushes the journal,
+	// and a compaction flushes the new files before it renames them.
+	Durable bool
 }
 
 // compactEvery is how often, at most, a Table's file is rewritten from its
@@ -95,6 +103,12 @@ type TableLoad[R any] struct {
 	// Problems are one line each: a file set aside, a journal that could
 	// not be read. Records may still hold what could be read.
 	Problems []string
+	// Damaged says NAME was set aside; Applied is how many lines of the
+	// journal were applied. The journal begins with a snapshot of every
+	// record (compactLocked), so a damaged NAME with a journal that applied
+	// loses nothing but a torn last line.
+	Damaged bool
+	Applied int
 }
 
 // LoadTable reads the records an earlier daemon left in NAME, then its
@@ -116,6 +130,7 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 		}
 	}
 	journal := journalOf(name)
+	out.Damaged = damage != nil
 	switch {
 	case damage == nil:
 	case damage.Read:
@@ -129,7 +144,7 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 	case err != nil:
 		out.Problems = append(out.Problems, fmt.Sprintf("%s cannot be read (%v); it is started over", d.Join(journal), cause(err)))
 	default:
-		s.apply(recs, j)
+		out.Applied = s.apply(recs, j)
 	}
 	if len(recs) > 0 {
 		out.Records = sortedByKey(recs, s.Key)
@@ -138,8 +153,8 @@ func LoadTable[R any](d *Dir, name string, s Schema[R], now time.Time) (TableLoa
 }
 
 // apply applies journal lines to recs; lines that do not parse (a torn
-// last one) are skipped.
-func (s Schema[R]) apply(recs map[string]R, j []byte) {
+// last one) are skipped. It returns how many applied.
+func (s Schema[R]) apply(recs map[string]R, j []byte) (n int) {
 	for line := range bytes.SplitSeq(j, []byte("\n")) {
 		var r R
 		var gone struct {
@@ -151,10 +166,13 @@ func (s Schema[R]) apply(recs map[string]R, j []byte) {
 		switch {
 		case gone.Gone:
 			delete(recs, s.Key(r))
+			n++
 		case s.valid(r):
 			recs[s.Key(r)] = r
+			n++
 		}
 	}
+	return n
 }
 
 // cause is the system error of a path error, which already names the file.
@@ -229,10 +247,29 @@ func (t *Table[R]) Put(r R) {
 	}
 }
 
-// Sync writes what Put left for the writer to the journal now, and
-// returns the error when it cannot (what it could not write stays for
+// Sync writes what Put left for the writer to the journal now, and with
+// a Durable schema flushes the journal to disk (fdatasync): what an
+// operator decided survives a power cut too once the API has answered it.
+// It returns the error when it cannot (what it could not write stays for
 // the writer to retry).
 func (t *Table[R]) Sync() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.journalPendingLocked(); err != nil {
+		return err
+	}
+	if t.journal != nil && t.schema.Durable {
+		if err := unix.Fdatasync(int(t.journal.Fd())); err != nil {
+			t.failedLocked(err)
+			return fmt.Errorf("%s: fdatasync: %w", t.dir.Join(journalOf(t.name)), err)
+		}
+	}
+	return nil
+}
+
+// Write is Sync without the flush to disk: enough for what must survive
+// a kill of the daemon, not of the machine.
+func (t *Table[R]) Write() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.journalPendingLocked()
@@ -360,7 +397,7 @@ func (t *Table[R]) writer() {
 	for {
 		select {
 		case <-t.put:
-			_ = t.Sync() // what it could not write stays pending, retried below
+			_ = t.Write() // what it could not write stays pending, retried below
 		case <-t.dirty:
 			if compact == nil {
 				compact = time.After(compactEvery)
@@ -404,7 +441,7 @@ func (t *Table[R]) compactLocked() error {
 		snap.WriteByte('\n')
 	}
 	file.WriteString("\n]\n")
-	if err := t.dir.WriteFileAtomic(t.name, file.Bytes(), 0o600, false); err != nil {
+	if err := t.dir.WriteFileAtomic(t.name, file.Bytes(), 0o600, t.schema.Durable); err != nil {
 		return err
 	}
 	journal := journalOf(t.name)
@@ -415,6 +452,9 @@ func (t *Table[R]) compactLocked() error {
 		var n int
 		if n, err = j.Write(snap.Bytes()); err == nil && n < snap.Len() {
 			err = io.ErrShortWrite
+		}
+		if err == nil && t.schema.Durable {
+			err = j.Sync() // the old journal, flushed, stays until this one is
 		}
 		if err == nil {
 			err = t.dir.Rename(tmp, journal)

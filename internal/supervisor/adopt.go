@@ -18,6 +18,10 @@ type Adoption struct {
 	// upgrade hands it on): the instance owns it from here. Else a tty
 	// run's master comes from the Keeper.
 	TTYFD int
+	// Found: runs.json had no record of it; its cgroup or the output FIFOs
+	// it holds named it (docs/daemon.md#damaged-records). Run is then 0:
+	// its number is the intent record's, if any.
+	Found bool
 }
 
 // SetAdoptions hands the manager the runs to adopt, by instance id: an
@@ -38,6 +42,18 @@ func (m *Manager) Unclaimed() map[string]Adoption {
 	a := m.adopt
 	m.adopt = nil
 	return a
+}
+
+// Offered lists the ids of the adoptions no instance has taken yet (runs
+// left alone, offered again), without forgetting them.
+func (m *Manager) Offered() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.adopt))
+	for id := range m.adopt {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // Adopted is how many runs instances have taken over.
@@ -102,13 +118,18 @@ func (in *Instance) record() {
 // endOver counts the end of a recorded run that was over before this
 // daemon could hold it (it died while no daemon watched): as an adopted
 // run's end, with the status unknown, after which the restart policy
-// decides. It is never started again as if nothing had happened. stopped
-// says the operator had stopped it: then it stays stopped. It returns
-// what the instance does first: nothing, the policy has decided.
-func (in *Instance) endOver(a Adoption, stopped bool) first {
+// decides. It is never started again as if nothing had happened. was is
+// what restore made of the intent record: firstStop, the operator had
+// stopped it, and it stays stopped; firstRestart, tend itself was
+// stopping it (a reload), and its end is that restart's, not a crash. It
+// returns what the instance does first: nothing, the policy has decided.
+func (in *Instance) endOver(a Adoption, was first) first {
 	in.cur = &run{pid: a.PID, n: a.Run, started: a.StartedAt, adopted: true}
-	if stopped {
+	switch was {
+	case firstStop:
 		in.cur.intent = restart.IntentStop
+	case firstRestart:
+		in.cur.intent = restart.IntentOperatorRestart
 	}
 	in.state = program.StateRunning
 	st := reaper.Status{PID: a.PID, Adopted: true, At: time.Now()}

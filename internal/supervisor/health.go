@@ -97,12 +97,7 @@ func (in *Instance) openNotify() error {
 	if in.deps.NotifyDir == "" || in.sock != nil {
 		return nil
 	}
-	opts := notify.Options{OnDrop: in.deps.NotifyDrop}
-	own := true
-	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
-		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
-		own = int(cred.Uid) == os.Geteuid()
-	}
+	opts, own := in.notifyOptions()
 	sock, err := notify.ListenOptions(in.notifyPath(own), in.putNote, opts)
 	if err != nil {
 		if restart.DaemonFault(err) {
@@ -113,6 +108,19 @@ func (in *Instance) openNotify() error {
 	}
 	in.sock = sock
 	return nil
+}
+
+// notifyOptions are the options of the instance's notify socket, and
+// whether its run is tend's own user's: a run of another user owns its
+// socket and may send to it as itself (the socket drops datagrams of any
+// other user but root and tend's).
+func (in *Instance) notifyOptions() (opts notify.Options, own bool) {
+	opts, own = notify.Options{OnDrop: in.deps.NotifyDrop}, true
+	if cred, err := spawn.Credential(in.spec.User, in.spec.Group); err == nil && cred != nil {
+		opts.Owner = &notify.Owner{UID: int(cred.Uid), GID: int(cred.Gid)} // the run may send as itself
+		own = int(cred.Uid) == os.Geteuid()
+	}
+	return opts, own
 }
 
 // notifyPath is where the instance's socket goes: state_dir/notify/NAME-K.sock,

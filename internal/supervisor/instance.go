@@ -289,6 +289,9 @@ func (in *Instance) handle(c command) {
 		}
 	case cmdStop, cmdRemove:
 		w.goal = goalRest
+		if c.kind == cmdRemove && !in.removing {
+			in.keepRetiring() // before the signal: the end to come is tend's
+		}
 		in.removing = in.removing || c.kind == cmdRemove
 		in.opStopped = in.opStopped || c.kind == cmdStop
 		if in.cur == nil {

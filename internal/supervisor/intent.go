@@ -130,15 +130,43 @@ type first int
 const (
 	firstNothing first = iota // at rest, running an adopted run, or in backoff with its timer armed
 	firstStart
-	firstStop // the operator stopped it while its adopted run was being stopped
+	firstStop    // the operator stopped it while its adopted run was being stopped
+	firstRestart // tend was stopping its adopted run for good (a reload): finished as a restart
 )
 
 // firsts are the commands new instances start with.
-type firsts struct{ starts, stops []*Instance }
+type firsts struct{ starts, stops, restarts []*Instance }
 
 func (f *firsts) add(o firsts) {
 	f.starts = append(f.starts, o.starts...)
 	f.stops = append(f.stops, o.stops...)
+	f.restarts = append(f.restarts, o.restarts...)
+}
+
+// send sends each instance its first command.
+func (f *firsts) send() (startReplies []chan bool) {
+	sendAll(f.stops, cmdStop, program.ActOptions{})
+	sendAll(f.restarts, cmdRestart, program.ActOptions{})
+	return sendAll(f.starts, cmdStart, program.ActOptions{})
+}
+
+// keepRetiring records, before tend itself stops the run for good (a
+// reload that replaces or removes its program, tend rm, a scale down),
+// that the end to come is tend's, and writes it to the journal at once: a
+// daemon killed before the run has ended leaves the next one a run whose
+// end is a restart tend made, not a crash (restore, endOver).
+func (in *Instance) keepRetiring() {
+	if in.deps.Intents == nil || in.cur == nil {
+		return
+	}
+	now := in.keptNow()
+	in.kept = now
+	hist := in.hist.Keep(in.spec, time.Now())
+	in.deps.Intents.Put(kept.Intent{
+		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
+		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next, Retiring: true,
+	})
+	in.deps.Intents.Write()
 }
 
 // restore takes up an instance's intent record r (ok: there is one), with
@@ -169,6 +197,8 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 	case adopted && r.Stopped:
 		in.opStopped = true
 		return firstStop
+	case adopted && r.Retiring:
+		return firstRestart
 	case adopted:
 		return firstNothing
 	case r.Stopped || r.State == program.StateStopped:

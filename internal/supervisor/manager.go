@@ -19,8 +19,8 @@ type Manager struct {
 	forget func(id string) // drops an instance from the broker after it ended
 	mem    *memWatch       // samples the runs of programs with max_rss; nil without Deps.Tree
 
-	trackMu  sync.Mutex // serialises tracked_changed, so the last one published is the current list
-	trackIDs []string   // the list last published; guarded by trackMu
+	trackMu  sync.Mutex          // serialises tracked_changed, so the last one published is the current list
+	trackIDs map[string]struct{} // the ids as last published; guarded by trackMu
 
 	mu       sync.Mutex             // guards progs, closed, adopt, adopted, intents and starting
 	progs    map[string]*group      // by program name
@@ -97,8 +97,7 @@ func (m *Manager) AddAll(specs []program.Spec) (ids []string, errs []error) {
 	// The starts run on the instances' goroutines, a few at a time: the
 	// caller (the daemon's start, an API add) goes on, and a stop or tend
 	// down is taken meanwhile. WaitStarted waits for them.
-	sendAll(todo.stops, cmdStop, program.ActOptions{})
-	replies := sendAll(todo.starts, cmdStart, program.ActOptions{})
+	replies := todo.send()
 	m.mu.Lock()
 	// Keep only the starts not yet carried out: after the fleet's start
 	// nobody calls WaitStarted, and every program added over the API would
@@ -160,7 +159,7 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 			in.record() // none: the run runs.json named is over
 		}
 		if over {
-			first = in.endOver(a, first == firstStop)
+			first = in.endOver(a, first)
 		}
 		if carried { // an upgrade handed it over as it was: it goes on from there
 			first = firstNothing
@@ -174,6 +173,8 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 			todo.starts = append(todo.starts, in)
 		case firstStop:
 			todo.stops = append(todo.stops, in)
+		case firstRestart:
+			todo.restarts = append(todo.restarts, in)
 		}
 		in.report() // the broker knows it before anyone can ask for it; its loop starts with the first command or exit
 		in.letGo()
@@ -412,7 +413,10 @@ type Diff struct {
 // Apply brings the running programs in line with specs (a reload): new ones
 // start, missing ones stop and go, changed ones restart with their new spec,
 // unchanged ones are left alone, and a change of instances alone adds or
-// retires instances without touching the others.
+// retires instances without touching the others. A program whose count the
+// config did not change keeps a live tend scale (docs/daemon.md): the
+// config's count is compared with the one it gave before, not with the
+// scaled one.
 func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error) {
 	// Only what was there when the reload began can be removed by it: a
 	// program added over the API meanwhile is not the reload's to judge.
@@ -429,7 +433,10 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 	for i := range specs {
 		spec := specs[i]
 		want[spec.Name] = true
-		old, ok := m.Spec(spec.Name)
+		old, configured, ok := m.configuredOf(spec.Name)
+		if ok && spec.Instances == configured {
+			spec.Instances = old.Instances // the operator's scale stands
+		}
 		switch {
 		case !ok:
 			d.Added = append(d.Added, spec.Name)
@@ -441,7 +448,7 @@ func (m *Manager) Apply(ctx context.Context, specs []program.Spec) (Diff, error)
 			wg.Go(func() { errs <- m.rescale(ctx, spec.Name, spec.Instances, false) })
 		default:
 			d.Changed = append(d.Changed, spec.Name)
-			wg.Go(func() { errs <- m.replace(ctx, spec) })
+			wg.Go(func() { errs <- m.replace(ctx, spec, configured) })
 		}
 	}
 	if _, addErrs := m.AddAll(added); len(added) > 0 {
@@ -471,12 +478,34 @@ func onlyInstancesDiffer(a, b program.Spec) bool {
 }
 
 // replace stops a program's instances and starts them again with spec.
-func (m *Manager) replace(ctx context.Context, spec program.Spec) error {
+func (m *Manager) replace(ctx context.Context, spec program.Spec, configured int) error {
 	if err := m.Remove(ctx, spec.Name); err != nil {
 		return err
 	}
-	_, err := m.Add(spec)
-	return err
+	if _, err := m.Add(spec); err != nil || spec.Instances == configured {
+		return err
+	}
+	// A live tend scale carried over (Apply): it stays the operator's, kept
+	// as such, and the config's count stays the one it was scaled from.
+	m.mu.Lock()
+	if g, ok := m.progs[spec.Name]; ok {
+		g.configured = configured
+	}
+	m.mu.Unlock()
+	m.keepScale(spec.Name, spec.Instances, configured)
+	return nil
+}
+
+// configuredOf returns a program's spec and the instance count its config
+// (or tend add) gave, before any tend scale.
+func (m *Manager) configuredOf(name string) (*program.Spec, int, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.progs[name]
+	if !ok {
+		return nil, 0, false
+	}
+	return g.spec, g.configured, true
 }
 
 // rescale grows or shrinks a program to n instances; the others run on.
@@ -511,8 +540,7 @@ func (m *Manager) rescale(ctx context.Context, name string, n int, operator bool
 		todo = m.growLocked(g, n)
 	}
 	m.mu.Unlock()
-	sendAll(todo.stops, cmdStop, program.ActOptions{})
-	collect(context.Background(), todo.starts, sendAll(todo.starts, cmdStart, program.ActOptions{}))
+	collect(context.Background(), todo.starts, todo.send())
 	return m.retire(ctx, extra, m.trackedChanged)
 }
 
@@ -541,16 +569,35 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// trackedChanged publishes the id list if it differs from the last one.
+// trackedChanged publishes what changed in the id list since the last
+// time, if anything did. The event carries the change, not the list: at
+// 10,000 instances the whole list is ~150 KB of audit log per add
+// (docs/events.md).
 func (m *Manager) trackedChanged() {
 	m.trackMu.Lock()
 	defer m.trackMu.Unlock()
 	ids := m.IDs()
-	if m.trackIDs != nil && slices.Equal(ids, m.trackIDs) {
+	now := make(map[string]struct{}, len(ids))
+	added := []string{}
+	for _, id := range ids {
+		now[id] = struct{}{}
+		if _, ok := m.trackIDs[id]; !ok {
+			added = append(added, id)
+		}
+	}
+	removed := []string{}
+	for id := range m.trackIDs {
+		if _, ok := now[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	if m.trackIDs != nil && len(added) == 0 && len(removed) == 0 {
 		return
 	}
-	m.trackIDs = ids
-	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged, Data: &program.TrackedChanged{IDs: ids}})
+	slices.SortFunc(removed, program.CompareIDs)
+	m.trackIDs = now
+	m.deps.Publish(program.Event{Kind: program.KindTrackedChanged,
+		Data: &program.TrackedChanged{Added: added, Removed: removed, Count: len(ids)}})
 }
 
 // sendAll sends kind to every instance and returns the reply channels.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -99,4 +100,63 @@ func TestReloadAnswersAfterProgramsScaledToZero(t *testing.T) {
 	if d := apply(); !slices.Equal(d.Removed, []string{"c"}) {
 		t.Errorf("the next reload's diff %+v", d)
 	}
+}
+
+// A reload of a config whose count for a program did not change keeps a
+// live tend scale (3 stays 3, the runs untouched), also when the reload
+// changes the program otherwise (its runs replaced, 3 of them); a config
+// whose count changed decides.
+func TestReloadKeepsALiveScale(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := spec("pool", "/bin/sh", "-c", "exec sleep 1000")
+	if _, err := h.mgr.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.mgr.Scale(ctx, "pool", 3); err != nil {
+		t.Fatal(err)
+	}
+	running := func(n int) []int {
+		t.Helper()
+		var pids []int
+		h.waitFor(fmt.Sprintf("%d running", n), func() bool {
+			ids, _ := h.mgr.Resolve("pool")
+			if len(ids) != n {
+				return false
+			}
+			pids = pids[:0]
+			for _, id := range ids {
+				st := h.status(id)
+				if st.State != program.StateRunning {
+					return false
+				}
+				pids = append(pids, pidOf(st))
+			}
+			return true
+		})
+		return pids
+	}
+	before := running(3)
+	d, err := h.mgr.Apply(ctx, []program.Spec{s})
+	if err != nil || !slices.Equal(d.Unchanged, []string{"pool"}) {
+		t.Fatalf("reload of the same file: %+v %v", d, err)
+	}
+	if after := running(3); !slices.Equal(after, before) {
+		t.Errorf("runs %v after the reload, %v before", after, before)
+	}
+	changed := s
+	changed.Env = map[string]string{"X": "1"}
+	if d, err := h.mgr.Apply(ctx, []program.Spec{changed}); err != nil || !slices.Equal(d.Changed, []string{"pool"}) {
+		t.Fatalf("reload of a changed program: %+v %v", d, err)
+	}
+	running(3)
+	if d, err := h.mgr.Apply(ctx, []program.Spec{changed}); err != nil || !slices.Equal(d.Unchanged, []string{"pool"}) {
+		t.Fatalf("the scale was not kept as the operator's across the change: %+v %v", d, err)
+	}
+	recount := changed
+	recount.Instances = 2
+	if _, err := h.mgr.Apply(ctx, []program.Spec{recount}); err != nil {
+		t.Fatal(err)
+	}
+	running(2)
 }

@@ -16,6 +16,12 @@ import (
 // the caller says why from the status) when no run has the terminal,
 // ErrTooLarge, ErrInvalid for an unknown key name or size.
 
+// attachQueue bounds what an attached client may have waiting: one that
+// falls further behind is sent a fresh screen instead. With the message
+// in flight it bounds what a client that never reads costs the daemon
+// (docs/trust.md#floods), well under the terminal's 1 MiB default.
+const attachQueue = 256 << 10
+
 // ErrReadOnly is a read-only client's Write.
 var ErrReadOnly = errors.New("attached read-only: input is refused")
 
@@ -121,7 +127,7 @@ func (h *TTY) Attach(readOnly bool) (program.Attach, error) {
 		h.mu.Unlock()
 		return nil, err
 	}
-	a := &attach{h: h, c: terminal.NewClient(0), readOnly: readOnly}
+	a := &attach{h: h, c: terminal.NewClient(attachQueue), readOnly: readOnly}
 	h.attaches[a] = struct{}{}
 	h.last.Attach(a.c)
 	n := len(h.attaches)

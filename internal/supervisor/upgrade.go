@@ -286,7 +286,8 @@ func (in *Instance) takeRun(r *LiveRun, sockPath string, take func(string) (int,
 		signalled: r.Signalled, turnWait: r.TurnWait, reaped: r.Reaped, adopted: r.Adopted,
 	}
 	if fd, ok := take(notifyName(in.id)); ok {
-		sock, err := notify.ListenFD(fd, sockPath, in.putNote, notify.Options{OnDrop: in.deps.NotifyDrop})
+		opts, _ := in.notifyOptions()
+		sock, err := notify.ListenFD(fd, sockPath, in.putNote, opts)
 		if err != nil {
 			in.out.Note("after the upgrade, no notify socket for the run: " + err.Error())
 		} else {

@@ -15,9 +15,12 @@ func runeWidth(r rune) int {
 	return runewidth.RuneWidth(r)
 }
 
-// print writes one character at the cursor.
+// print writes one character at the cursor. A C1 control that comes as
+// UTF-8 (U+0080-U+009F) is dropped, as tmux drops it: it is not acted on,
+// and kept as a character it would reach whoever prints the screen
+// (tend screen, docs/trust.md).
 func (s *Screen) print(r rune) {
-	if r < 0x20 || r == 0x7f {
+	if r < 0x20 || r >= 0x7f && r <= 0x9f {
 		return
 	}
 	if s.charset[s.gl] == '0' && r >= 0x5f && r <= 0x7e {

@@ -31,9 +31,7 @@ func (in Input) Encode(bracketedPaste, appCursor bool) ([]byte, error) {
 	var b []byte
 	if in.Text != "" {
 		if bracketedPaste {
-			// The end marker inside the text would end the paste early.
-			text := strings.ReplaceAll(in.Text, "\x1b[201~", "")
-			b = append(append(append(b, "\x1b[200~"...), text...), "\x1b[201~"...)
+			b = AppendPaste(b, in.Text)
 		} else {
 			b = append(b, in.Text...)
 		}

@@ -101,7 +101,7 @@ func TestInputEncode(t *testing.T) {
 		t.Fatalf("Encode bracketed = %q, %v", got, err)
 	}
 	got, _ = Input{Text: "a\x1b[201~b"}.Encode(true, false)
-	if string(got) != "\x1b[200~ab\x1b[201~" {
+	if string(got) != "\x1b[200~a[201~b\x1b[201~" { // the ESC goes, as xterm drops it (paste.go)
 		t.Fatalf("a paste end inside the text must not end the paste: %q", got)
 	}
 	if _, err := (Input{Text: strings.Repeat("x", MaxInput+1)}).Encode(false, false); !errors.Is(err, ErrInputTooLarge) {

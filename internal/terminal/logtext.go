@@ -61,6 +61,9 @@ func (l *TextLines) Flush(emit func(line []byte)) {
 }
 
 func (l *TextLines) print(r rune) {
+	if r >= 0x80 && r <= 0x9f {
+		return // a C1 control as UTF-8: dropped, as the screen drops it
+	}
 	if l.col >= l.max {
 		l.endLine()
 	}

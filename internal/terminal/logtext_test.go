@@ -38,6 +38,7 @@ func TestTextLines(t *testing.T) {
 		{"cursor keys and modes", []string{"\x1b[?1049h\x1b[?25l\x1b[Hscreen\x1b[5;1Hmore\n"}, []string{"screenmore"}},
 		{"unfinished line", []string{"partial"}, []string{"partial"}},
 		{"empty lines", []string{"\n\n"}, []string{"", ""}},
+		{"c1 controls", []string{"a\u009b2Jb\u009d0;t\u0007c\u0085d\x9b31me\n"}, []string{"a2Jb0;tcde"}}, // as the screen drops them
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := textLines(tc.chunks...)

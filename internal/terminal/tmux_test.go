@@ -260,6 +260,9 @@ var stress = []struct {
 	{"cup-default", "\x1b[5;5Hx\x1b[Hy\x1b[;3Hz"},
 	{"il-outside-region", "\x1b[2;4r\x1b[6;1H\x1b[2La\x1b[r"},
 	{"decstr", "\x1b[?6h\x1b[4h\x1b[2;4r\x1b[!pabc"},
+	{"c1-utf8", "a\u009bb\u009b1mX\u0085Y\u0090q\u009cr \u009d0;t\az\u0080\u009f."}, // dropped, not acted on (docs/trust.md)
+	{"c1-raw", "a\x9b1mb\x9d0;t\ac\x85d\x90q\x9c."},
+	{"c1-after-wide", "中\u009b文\u0085"},
 }
 
 func TestScreenMatchesTmux(t *testing.T) {

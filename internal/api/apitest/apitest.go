@@ -173,7 +173,7 @@ func (b *Backend) hasProgramLocked(name string) bool {
 }
 
 // Remove implements api.Backend.
-func (b *Backend) Remove(ctx context.Context, name string) error {
+func (b *Backend) Remove(ctx context.Context, name string, _ program.RemoveOptions) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.hasProgramLocked(name) {

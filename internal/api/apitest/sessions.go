@@ -23,7 +23,7 @@ func (b *Backend) Added(name string) []byte {
 }
 
 // RemoveMatching implements api.Backend.
-func (b *Backend) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector) ([]string, error) {
+func (b *Backend) RemoveMatching(ctx context.Context, name string, labels program.LabelSelector, _ program.RemoveOptions) ([]string, error) {
 	if name != "" {
 		if _, err := b.resolve(name); err != nil {
 			return nil, err
@@ -39,7 +39,7 @@ func (b *Backend) RemoveMatching(ctx context.Context, name string, labels progra
 	b.mu.Unlock()
 	var out []string
 	for _, n := range slices.Sorted(maps.Keys(names)) {
-		if err := b.Remove(ctx, n); err == nil {
+		if err := b.Remove(ctx, n, program.RemoveOptions{}); err == nil {
 			out = append(out, n)
 		}
 	}

@@ -4,8 +4,9 @@
 // also samples memory for the sparklines); the /v1/events SSE stream then
 // keeps it current: status_changed carries an instance's whole status,
 // tracked_changed means instances came or went (the list is fetched
-// again), and every other event goes to the feed. EventSource resumes with
-// Last-Event-ID on its own after a drop. One module-level `state` holds it
+// again), and every other event goes to the feed. The stream is read
+// through fetch (sse.js), which sends the page's secret (session.js), and
+// opened again from the last seq seen after a drop. One module-level `state` holds it
 // all; only this module writes it, the views read it.
 
 import {compareIds, pathId, restartTotal, setText, uptime, LIFECYCLES} from './fmt.js';
@@ -13,6 +14,8 @@ import {Table} from './table.js';
 import {Details} from './details.js';
 import {Feed} from './feed.js';
 import {KINDS} from './vocab.js';
+import {authFetch, forgetPage, pageSecret} from './session.js';
+import {EventStream} from './sse.js';
 
 const POLL_MS = 5000;
 const SPARK_POINTS = 60;    // 5 minutes of 5 s samples
@@ -33,8 +36,7 @@ const $ = (id) => document.getElementById(id);
 
 // api fetches a JSON answer; an error answer throws its "error" message.
 async function api(path, init = {}) {
-  const r = await fetch(path, {...init, credentials: 'same-origin', cache: 'no-store',
-    headers: {Accept: 'application/json'}});
+  const r = await authFetch(path, {...init, headers: {Accept: 'application/json'}});
   if (r.status === 401) {
     loggedOut();
     throw new Error('not logged in');
@@ -159,7 +161,7 @@ async function poll() {
   try {
     setList(await api('/v1/status'), true);
     details.refresh();
-    if (state.es && state.es.readyState === EventSource.OPEN) conn('live', 'Live');
+    if (state.es && state.es.open) conn('live', 'Live');
   } catch (err) {
     if (!state.loggedOut) conn('offline', 'Daemon unreachable');
   }
@@ -195,23 +197,17 @@ function onEvent(m) {
 
 function openEvents(since) {
   if (state.es) state.es.close();
-  const es = new EventSource('/v1/events?since=' + since);
-  state.es = es;
-  es.onopen = () => conn('live', 'Live');
-  es.onerror = () => {
-    if (es.readyState !== EventSource.CLOSED) {
+  const es = new EventStream('/v1/events?since=' + since, {
+    onopen: () => conn('live', 'Live'),
+    onevent: (m) => { if (KINDS.includes(m.event)) onEvent(m); },
+    onend: (status) => {
+      if (state.es !== es || state.loggedOut) return;
+      if (status === 401) { loggedOut(); return; }
       conn('offline', 'Reconnecting…');
-      return;
-    }
-    // Refused outright: a lost session (the daemon restarted) or an error.
-    conn('offline', 'Disconnected');
-    api('/healthz').then(() => api('/v1/status')).then(() => {
-      setTimeout(() => { if (state.es === es && !state.loggedOut) openEvents(state.lastSeq); }, 3000);
-    }).catch(() => {
-      setTimeout(() => { if (state.es === es && !state.loggedOut) openEvents(state.lastSeq); }, 5000);
-    });
-  };
-  for (const k of KINDS) es.addEventListener(k, onEvent);
+      setTimeout(() => { if (state.es === es && !state.loggedOut) openEvents(state.lastSeq); }, status ? 5000 : 3000);
+    },
+  });
+  state.es = es;
 }
 
 // lastSeq finds the newest event's seq with JSON backlog queries of one
@@ -264,6 +260,12 @@ function toast(msg, bad) {
 
 function loggedOut() {
   if (state.loggedOut) return;
+  // A tab that never logged in (a new tab: the secret is per tab) goes
+  // to the login page at once.
+  if (!pageSecret()) {
+    location.replace('/login');
+    return;
+  }
   state.loggedOut = true;
   if (state.es) state.es.close();
   details.stopLog();
@@ -275,7 +277,22 @@ function loggedOut() {
   b.hidden = false;
 }
 
+// logout ends this page's session (POST /v1/logout) and goes to the login
+// page; the daemon clears the cookie once no other tab of the browser is
+// logged in.
+async function logout() {
+  try { await api('/v1/logout', {method: 'POST'}); } catch { /* ended already */ }
+  forgetPage();
+  state.loggedOut = true;
+  if (state.es) state.es.close();
+  location.replace('/login');
+}
+
 function bindControls() {
+  // Logging out is for a login: on the unix socket there is none.
+  const out = $('logout');
+  out.hidden = !pageSecret();
+  out.addEventListener('click', logout);
   const filter = $('filter');
   // A link can open the dashboard on a session: /?label=session=s-42.
   const fromURL = new URLSearchParams(location.search).getAll('label').join(' ');

@@ -5,6 +5,7 @@
 
 import {el, setText, setAttr, badge, bytes, duration, uptime, ago, localTime, exitText, pathId, CAUSES} from './fmt.js';
 import {LiveTerminal} from './terminal.js';
+import {authFetch} from './session.js';
 
 const LOG_MAX = 256 * 1024; // characters of log kept on screen
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]/g;
@@ -32,6 +33,7 @@ export class Details {
     root.addEventListener('keydown', (e) => { if (e.key === 'Escape' && !e.target.closest('.term')) this.close(); });
     this.terminal = new LiveTerminal(this.q('d-term-section'), this.q('d-term'), this.q('d-term-state'));
     this.terminal.onRetry = () => this.refresh();
+    this.terminal.onLoggedOut = () => this.onLoggedOut();
   }
 
   open(id) {
@@ -154,7 +156,7 @@ export class Details {
     this.q('d-log').textContent = '';
     setText(this.q('d-log-state'), 'connecting…');
     try {
-      const r = await fetch(`/v1/logs/${pathId(id)}?tail=200&follow=1`, {signal: ctrl.signal, cache: 'no-store', credentials: 'same-origin'});
+      const r = await authFetch(`/v1/logs/${pathId(id)}?tail=200&follow=1`, {signal: ctrl.signal});
       if (r.status === 401) { this.onLoggedOut(); return; }
       if (!r.ok) throw new Error(`${r.status}`);
       setText(this.q('d-log-state'), 'live');

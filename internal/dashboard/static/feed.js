@@ -84,7 +84,12 @@ function describe(e) {
     case 'gave_up':
       return [`gave up after ${e.crash_count} crashes (limit ${e.max})`, 'bad'];
     case 'tracked_changed':
-      return [`the fleet now has ${(e.ids || []).length} instances`, 'info'];
+    {
+      const parts = [];
+      if (e.added && e.added.length) parts.push(`${e.added.length} added`);
+      if (e.removed && e.removed.length) parts.push(`${e.removed.length} removed`);
+      return [`the fleet now has ${e.count} instances${parts.length ? ` (${parts.join(', ')})` : ''}`, 'info'];
+    }
     case 'daemon':
       return [`daemon ${e.phase}${e.count != null ? ` (${e.count} runs)` : ''}`, 'info'];
   }

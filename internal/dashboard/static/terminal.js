@@ -9,6 +9,7 @@
 // connection is made once the instance runs again.
 
 import {setText, pathId} from './fmt.js';
+import {authFetch, pageMessage} from './session.js';
 
 // The sizes a run's terminal may have (docs/terminal.md).
 const MIN_COLS = 10, MAX_COLS = 1000, MIN_ROWS = 2, MAX_ROWS = 500;
@@ -91,6 +92,17 @@ export class LiveTerminal {
     this.term.open(this.box);
     this.term.onData((d) => this.send(this.enc.encode(d)));
     this.term.onBinary((d) => this.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+    // A bracketed paste drops ESC and C1 controls first, as xterm and the
+    // daemon's own paste do, so pasted text cannot end its paste and run
+    // what follows (docs/trust.md#pasted-text). Caught before xterm.js's
+    // own handler, on the way down to its textarea.
+    this.box.addEventListener('paste', (ev) => {
+      const text = ev.clipboardData?.getData('text/plain');
+      if (!text || !this.term?.modes.bracketedPasteMode) return;
+      ev.preventDefault();
+      ev.stopPropagation();
+      this.term.paste(text.replace(/[\x1b\x80-\x9f]/g, ''));
+    }, true);
     this.resize();
   }
 
@@ -98,7 +110,7 @@ export class LiveTerminal {
   async showLast(id) {
     this.last = id;
     try {
-      const r = await fetch(`/v1/screen/${pathId(id)}?ansi=1`, {credentials: 'same-origin', cache: 'no-store'});
+      const r = await authFetch(`/v1/screen/${pathId(id)}?ansi=1`);
       if (!r.ok || this.id !== id || this.ws) return;
       const scr = await r.json();
       this.term.reset();
@@ -116,6 +128,10 @@ export class LiveTerminal {
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
     ws.onopen = () => {
+      // A WebSocket takes no header: the page's secret is its first
+      // message (session.js), before anything else is sent.
+      const proof = pageMessage();
+      if (proof) ws.send(proof);
       if (this.ws !== ws) return;
       setText(this.state, 'live');
       this.resize();
@@ -131,6 +147,11 @@ export class LiveTerminal {
     ws.onclose = (e) => {
       if (this.ws !== ws) return;
       this.ws = null;
+      if (e.code === 4401) { // the page's secret was refused: the session ended
+        setText(this.state, 'not logged in');
+        this.onLoggedOut();
+        return;
+      }
       if (e.code === 1000 && (e.reason === 'done' || e.reason === 'error')) {
         this.ended = {run, why: e.reason};
         setText(this.state, `ended (${e.reason})`);
@@ -148,6 +169,9 @@ export class LiveTerminal {
 
   // onRetry is set by the panel: it syncs again with a fresh status.
   onRetry() {}
+
+  // onLoggedOut is set by the panel: the session has ended.
+  onLoggedOut() {}
 
   send(bytes) {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
