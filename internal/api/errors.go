@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/tend-sh/tend/internal/parallel"
 	"github.com/tend-sh/tend/internal/program"
@@ -66,6 +68,11 @@ func statusOf(err error) int {
 	case errors.Is(err, program.ErrQueueFull):
 		return http.StatusTooManyRequests
 	case errors.Is(err, program.ErrStopping):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, program.ErrNotKept): // docs/daemon.md#when-the-disk-fills
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, io.ErrShortWrite) {
+			return http.StatusInsufficientStorage
+		}
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -163,6 +163,18 @@ var kindFields = map[string]func(any) []string{
 		if v.From != "" || v.To != "" {
 			f = append(f, kv("from", v.From), kv("to", v.To))
 		}
+		if v.LostFrom > 0 {
+			f = append(f, kv("lost_from", v.LostFrom), kv("lost_to", v.LostTo))
+		}
+		if v.File != "" {
+			f = append(f, kv("file", v.File))
+		}
+		if v.Errors > 0 {
+			f = append(f, kv("errors", v.Errors))
+		}
+		if v.Error != "" {
+			f = append(f, kv("error", v.Error))
+		}
 		return f
 	}),
 }

@@ -39,6 +39,9 @@ type Source struct {
 	OrphansReaped   func() uint64             // reaper.Orphans
 	EventsPublished func() uint64             // events.Log.Published
 	SubscribersCut  func() uint64             // events.Log.CutOffs
+	// StateWriteErrors: failed writes to the state directory by file
+	// (statedir.Health.Errors, the audit log's from events.Log.WriteErrors).
+	StateWriteErrors func() map[string]uint64
 }
 
 // Metrics is tend's registry: the tend collector, the exit-detection

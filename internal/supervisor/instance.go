@@ -112,9 +112,11 @@ const (
 // value: with opts.Wait once the instance got where it was asked (true) or
 // could not (false), else as soon as the command is taken.
 type command struct {
-	kind  cmdKind
-	opts  program.ActOptions
-	reply chan bool
+	kind     cmdKind
+	opts     program.ActOptions
+	reply    chan bool
+	operator bool   // the operator's own (tend start, stop, restart): journaled before it is applied
+	refused  *error // set, before reply gets false, when the decision could not be journaled
 }
 
 // run is the process currently in place, from spawn to reaped exit.
@@ -274,6 +276,11 @@ func (in *Instance) end4good() {
 }
 
 func (in *Instance) handle(c command) {
+	if err := in.commitDecision(c); err != nil {
+		*c.refused = err // nothing changes: the decision is not kept, so not made
+		c.reply <- false
+		return
+	}
 	w := waiter{reply: c.reply, after: in.attempts}
 	switch c.kind {
 	case cmdStart:
