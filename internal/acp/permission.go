@@ -12,10 +12,15 @@ import (
 )
 
 // ask is an open permission request: the agent's handler goroutine waits
-// on answer (cap 1) for the option picked, or "" for cancelled.
+// on answer (cap 1) for the option picked, or "" for cancelled. It is on
+// the list (answerable) before its asked event goes out, so whoever saw
+// the event can answer it; announced is closed once that event is out,
+// and whoever takes it off the list waits for that before telling the
+// answer, so answered never comes before asked.
 type ask struct {
-	w      program.Waiting
-	answer chan string
+	w         program.Waiting
+	answer    chan string
+	announced chan struct{}
 }
 
 // requestPermission is session/request_permission: answered by policy at
@@ -37,18 +42,8 @@ func (c *Conn) requestPermission(ctx context.Context, p sdk.RequestPermissionReq
 	for _, o := range p.Options {
 		w.Options = append(w.Options, program.PermissionOption{OptionID: string(o.OptionId), Name: o.Name, Kind: string(o.Kind)})
 	}
-	c.emit(Event{Kind: EventAsked, Waiting: &w})
-	names := make([]string, len(w.Options))
-	for i, o := range w.Options {
-		names[i] = o.OptionID + " = " + o.Name
-	}
-	line := fmt.Sprintf("[permission] %s (%s) asks: %s", w.Title, w.ToolKind, strings.Join(names, ", "))
-	c.transcribe(line+"\n", true)
-	if t := c.current(); t != nil {
-		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})
-	}
-
 	if c.opts.Permission != program.PermissionAsk {
+		c.announce(w)
 		want := "allow_once"
 		if c.opts.Permission == program.PermissionDeny {
 			want = "reject_once"
@@ -58,15 +53,19 @@ func (c *Conn) requestPermission(ctx context.Context, p sdk.RequestPermissionReq
 		return response(id), nil
 	}
 
-	a := &ask{w: w, answer: make(chan string, 1)}
+	a := &ask{w: w, answer: make(chan string, 1), announced: make(chan struct{})}
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	closed := c.closed
+	if !closed {
+		c.asks = append(c.asks, a)
+	}
+	c.mu.Unlock()
+	c.announce(w)
+	close(a.announced)
+	if closed {
 		c.tell(w, "", program.ByCancelled)
 		return response(""), nil
 	}
-	c.asks = append(c.asks, a)
-	c.mu.Unlock()
 	// Whoever takes the request off the list tells its answer (Answer,
 	// cancelAsks, or here when the agent withdraws it), so the answer is
 	// told before anything that follows from it (the turn's end).
@@ -74,11 +73,25 @@ func (c *Conn) requestPermission(ctx context.Context, p sdk.RequestPermissionReq
 	case id := <-a.answer:
 		return response(id), nil
 	case <-ctx.Done(): // the agent withdrew it, or the connection ended
-		if c.drop(a) {
+		if c.drop(a) { // announced already: this goroutine did it
 			c.tell(w, "", program.ByCancelled)
 			return response(""), nil
 		}
 		return response(<-a.answer), nil // taken off meanwhile: its answer is on its way
+	}
+}
+
+// announce tells and transcribes a request.
+func (c *Conn) announce(w program.Waiting) {
+	c.emit(Event{Kind: EventAsked, Waiting: &w})
+	names := make([]string, len(w.Options))
+	for i, o := range w.Options {
+		names[i] = o.OptionID + " = " + o.Name
+	}
+	line := fmt.Sprintf("[permission] %s (%s) asks: %s", w.Title, w.ToolKind, strings.Join(names, ", "))
+	c.transcribe(line+"\n", true)
+	if t := c.current(); t != nil {
+		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})
 	}
 }
 
@@ -134,6 +147,7 @@ func (c *Conn) Answer(requestID, optionID string, cancel bool) (program.Waiting,
 	if optionID == "" {
 		by = program.ByCancelled
 	}
+	<-a.announced
 	c.tell(a.w, optionID, by)
 	a.answer <- optionID
 	return a.w, nil
@@ -232,6 +246,7 @@ func (c *Conn) cancelAsks() {
 	c.asks = nil
 	c.mu.Unlock()
 	for _, a := range asks {
+		<-a.announced
 		c.tell(a.w, "", program.ByCancelled)
 		a.answer <- ""
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tend-sh/tend/internal/acp"
 	"github.com/tend-sh/tend/internal/api"
@@ -31,6 +32,13 @@ func (p *protocols) conn(id string) (*acp.Conn, error) {
 		return nil, fmt.Errorf("%s %w", ids[0], program.ErrNotProtocol)
 	}
 	c, err := ps[0].Conn()
+	if err != nil && p.alive(ids[0]) {
+		// Started, adopted or carried over an upgrade a moment ago: its
+		// connection comes at once (or the run ends, and the wait with it).
+		ctx, cancel := context.WithTimeout(context.Background(), connWait)
+		c, err = ps[0].WaitConn(ctx)
+		cancel()
+	}
 	if err != nil {
 		if st, serr := p.d.broker.Status(ids[0]); serr == nil && st.Why != "" {
 			return nil, fmt.Errorf("%s is %w: %s", ids[0], program.ErrNotRunning, st.Why)
@@ -38,6 +46,16 @@ func (p *protocols) conn(id string) (*acp.Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// connWait bounds how long a request waits for the connection of a run
+// that is alive but not yet spoken to.
+const connWait = 10 * time.Second
+
+// alive says whether instance id has a run: starting or running.
+func (p *protocols) alive(id string) bool {
+	st, err := p.d.broker.Status(id)
+	return err == nil && (st.State == program.StateStarting || st.State == program.StateRunning) && st.PID != nil
 }
 
 type turn struct{ t *acp.Turn }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,9 +29,10 @@ type Protocol struct {
 
 	mu      sync.Mutex
 	conn    *acp.Conn
-	session string // the session the next run continues (kept intent)
-	turn    string // the prompt whose turn is under way
-	why     string // why the protocol ended the last run (fatal or a crash); "" when it did not
+	connSet chan struct{} // closed (and made anew) when conn is set: WaitConn
+	session string        // the session the next run continues (kept intent)
+	turn    string        // the prompt whose turn is under way
+	why     string        // why the protocol ended the last run (fatal or a crash); "" when it did not
 }
 
 // idBase gives each daemon's connections a range of request ids of their
@@ -43,7 +45,7 @@ func newProtocol(in *Instance) *Protocol {
 		return nil
 	}
 	in.out.SetProtocol()
-	return &Protocol{id: in.id, spec: in.spec}
+	return &Protocol{id: in.id, spec: in.spec, connSet: make(chan struct{})}
 }
 
 func (p *Protocol) sessionID() string {
@@ -82,6 +84,26 @@ func (p *Protocol) Conn() (*acp.Conn, error) {
 		return nil, fmt.Errorf("%s is %w", p.id, program.ErrNotRunning)
 	}
 	return p.conn, nil
+}
+
+// WaitConn is Conn, waiting (until ctx ends) for a connection while there
+// is none: a run being started, adopted or carried over an upgrade is
+// spoken to a moment after its instance is listed, and a prompt sent in
+// that moment waits its turn rather than fail (docs/protocol.md).
+func (p *Protocol) WaitConn(ctx context.Context) (*acp.Conn, error) {
+	for {
+		p.mu.Lock()
+		c, set := p.conn, p.connSet
+		p.mu.Unlock()
+		if c != nil {
+			return c, nil
+		}
+		select {
+		case <-set:
+		case <-ctx.Done():
+			return p.Conn()
+		}
+	}
 }
 
 // report is the status's part, read by the broker when asked.
@@ -131,6 +153,8 @@ func (in *Instance) startProtocol(stdin, stdout *os.File, attached bool, n int) 
 	})
 	p.mu.Lock()
 	p.conn = c
+	close(p.connSet)
+	p.connSet = make(chan struct{})
 	p.mu.Unlock()
 }
 
