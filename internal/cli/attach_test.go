@@ -150,7 +150,13 @@ func (a *attachRun) restored() {
 	testutil.Eventually(a.t, "the reset of the terminal's modes", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return strings.HasSuffix(a.raw.String(), resetModes)
+		raw := a.raw.String()
+		i := strings.LastIndex(raw, resetModes)
+		if i < 0 {
+			return false
+		}
+		rest := strings.TrimPrefix(raw[i+len(resetModes):], "\x1b[?1007l")
+		return rest == "" || rest == "\x1b[?1049l" || rest == "\x1b[?1049l\x1b[999;1H\r\n"
 	})
 }
 
