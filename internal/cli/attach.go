@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -87,8 +88,9 @@ type attachSession struct {
 	sizeFd int        // a terminal to read the window size of; -1 for none
 	draw   *screenOut // how the run's bytes reach out, when it is a terminal
 
-	mu sync.Mutex       // guards a
-	a  *client.Terminal // the connection now
+	mu      sync.Mutex       // guards a
+	a       *client.Terminal // the connection now
+	closing atomic.Bool      // the session is ending: a connection closed is no break
 }
 
 // conn is the connection now.
@@ -231,8 +233,11 @@ func (s *attachSession) run() (attachEnd, error) {
 // context.
 func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal, stop context.CancelFunc) (attachEnd, error) {
 	closeConn := func() {
-		stop()
+		// Closing first says goodbye, after the keys already sent; then
+		// a pump waiting for the daemon to come back stops waiting.
+		s.closing.Store(true)
 		s.conn().Close()
+		stop()
 	}
 	for {
 		select {
@@ -302,7 +307,7 @@ func (s *attachSession) pump(ctx context.Context) error {
 				return fmt.Errorf("writing to the terminal: %w", err)
 			}
 			continue
-		case ctx.Err() != nil || errors.As(err, &end):
+		case ctx.Err() != nil || s.closing.Load() || errors.As(err, &end):
 			return err
 		}
 		if err := s.reconnect(ctx, err); err != nil {

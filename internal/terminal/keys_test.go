@@ -110,7 +110,12 @@ func TestInputEncode(t *testing.T) {
 	if _, err := (Input{Text: strings.Repeat("x", MaxInput)}).Encode(false, false); err != nil {
 		t.Fatalf("at the cap: %v", err)
 	}
-	if _, err := (Input{Text: "x", Keys: []string{"Nope"}}).Encode(false, false); err == nil || !strings.Contains(err.Error(), `"Nope"`) {
-		t.Fatalf("unknown key: %v", err)
+	// No key's name is typed as written, never pasted; literal text is
+	// typed as keystrokes, not pasted (tmux's send-keys and send-keys -l).
+	if got, err := (Input{Text: ":q!", Keys: []string{":set nu", "Enter", "C-"}, Literal: true}).Encode(true, false); err != nil || string(got) != ":q!:set nu\rC-" {
+		t.Fatalf("literal text and keys as text: %q, %v", got, err)
+	}
+	if _, err := (Input{Text: "x", Keys: []string{strings.Repeat("k", MaxInput)}}).Encode(false, false); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("text and keys over the cap: %v", err)
 	}
 }
