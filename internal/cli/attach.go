@@ -27,12 +27,15 @@ func (e *env) attachCmd() *cobra.Command {
 		Use:   "attach ID [--read-only] [--detach-keys KEYS]",
 		Short: "connect this terminal to a terminal program's",
 		Long: "Connect the calling terminal to a tty instance's terminal, as docker attach and tmux\n" +
-			"attach do: the current screen at once, then everything the program writes, your\n" +
-			"keystrokes to it, your window size applied and followed. Detach with Ctrl-P Ctrl-Q\n" +
-			"(--detach-keys, in docker's syntax: \"ctrl-a,d\", \"\" for none); the run goes on.\n" +
-			"Attach follows the instance across runs. It exits 0 on detach or when the instance\n" +
-			"ends done, 1 when it ends in error. --read-only watches without typing (Ctrl-C\n" +
-			"detaches then) and needs no terminal on stdin.",
+			"attach do: the current screen at once, on your terminal's alternate screen, then\n" +
+			"everything the program writes, your keystrokes to it, your window size applied and\n" +
+			"followed. Detach with Ctrl-P Ctrl-Q (--detach-keys, in docker's syntax: \"ctrl-a,d\",\n" +
+			"\"\" for none); the run goes on, your screen comes back, and the modes the program\n" +
+			"turned on in your terminal (mouse, bracketed paste, kitty keyboard, ...) are turned\n" +
+			"off. Attach follows the instance across runs and across a daemon that restarts\n" +
+			"(tend upgrade; it waits up to a minute for one). It exits 0 on detach or when the\n" +
+			"instance ends done, 1 when it ends in error. --read-only watches without typing\n" +
+			"(Ctrl-C detaches then) and needs no terminal on stdin.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			keys, err := parseDetachKeys(detachKeys)

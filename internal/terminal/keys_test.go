@@ -119,3 +119,32 @@ func TestInputEncode(t *testing.T) {
 		t.Fatalf("text and keys over the cap: %v", err)
 	}
 }
+
+// TestKeysAsTextMatchTmux: an item that is no key name is typed as it is
+// written, as tmux's send-keys types it.
+func TestKeysAsTextMatchTmux(t *testing.T) {
+	m := newTmux(t)
+	file := filepath.Join(t.TempDir(), "keys")
+	m.start("text", Size{Cols: 80, Rows: 10}, fmt.Sprintf(`stty raw -echo; printf ready; exec cat > %s`, file))
+	m.stable("text", func(s string) bool { return strings.Contains(s, "ready") })
+	items := []string{":set nu", "Enter", "Hyper-x", "C-", "hello, world", "F13", ",", "Escape", "ü ber"}
+	for _, k := range items {
+		m.must("send-keys", "-t", "text", k)
+	}
+	want, err := Input{Keys: items}.Encode(false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var got []byte
+	for time.Now().Before(deadline) {
+		got, _ = os.ReadFile(file)
+		if len(got) >= len(want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("tmux sent\n%q\nEncode gives\n%q", got, want)
+	}
+}
