@@ -58,7 +58,16 @@ func (o *screenOut) reconnected() {
 	o.mu.Unlock()
 }
 
-// Write draws one message of the connection.
+// The daemon's redraws (after an attach, a client that fell behind, a
+// resize, a new run) begin and end so (terminal.Screen.Redraw): they are
+// told apart from the run's own bytes in a message that holds both.
+var (
+	redrawStart = []byte("\x1b[?2026h\x1b[?1049l")
+	redrawEnd   = []byte("\x1b[?2026l")
+)
+
+// Write draws one message of the connection: its redraws and the run's
+// bytes between them.
 func (o *screenOut) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -66,14 +75,47 @@ func (o *screenOut) Write(p []byte) (int, error) {
 	if bytes.Contains(p, []byte("\x1b[?1007h")) {
 		o.scroll = true
 	}
-	first := o.first
-	o.first = false
+	var out []byte
+	if o.first {
+		// A connection's first message is a redraw, whatever it looks
+		// like, and what came after it.
+		o.first = false
+		out = o.segment(out, p, true)
+		p = nil
+	}
+	for len(p) > 0 {
+		i := bytes.Index(p, redrawStart)
+		if i < 0 {
+			out = o.segment(out, p, false)
+			break
+		}
+		out = o.segment(out, p[:i], false)
+		end := len(p)
+		if j := bytes.Index(p[i:], redrawEnd); j >= 0 {
+			end = i + j + len(redrawEnd)
+		}
+		out = o.segment(out, p[i:end], true)
+		p = p[end:]
+	}
+	_, err := o.w.Write(out)
+	return n, err
+}
+
+// segment appends to out what draws p, a redraw of the daemon's or bytes
+// of the run's.
+func (o *screenOut) segment(out, p []byte, redraw bool) []byte {
+	if len(p) == 0 {
+		return out
+	}
 	if o.inline {
-		return n, o.writeInline(p, first)
+		return o.inlineSegment(out, p, redraw)
+	}
+	if redraw && len(o.held) > 0 {
+		out = append(out, o.held...) // a sequence the redraw cut: the caller's terminal ends it
+		o.held = nil
 	}
 	buf := append(o.held, p...)
 	o.held = nil
-	var out []byte
 	start := 0
 	for i := 0; i < len(buf); {
 		j := bytes.IndexByte(buf[i:], 0x1b)
@@ -94,20 +136,18 @@ func (o *screenOut) Write(p []byte) (int, error) {
 		o.feed(buf[start : j+k])
 		out = append(out, buf[start:j]...)
 		out = append(out, rest...)
-		if !first {
+		if !redraw {
 			// A redraw paints every screen it holds from the top, each
 			// over the last: without its switches it leaves the one
-			// shown on the caller's screen, which is what first redraws
-			// (the daemon's) do by themselves.
+			// shown on the caller's screen by itself. The run's own
+			// switch needs the screen it switched to painted.
 			out = o.redraw(out)
 		}
 		start = j + k
 		i = start
 	}
 	o.feed(buf[start:])
-	out = append(out, buf[start:]...)
-	_, err := o.w.Write(out)
-	return n, err
+	return append(out, buf[start:]...)
 }
 
 // feed brings the local screen up to date; the answers it would give the
@@ -126,29 +166,27 @@ func (o *screenOut) redraw(b []byte) []byte {
 	return append(b, r...)
 }
 
-// writeInline prints a connection's first redraw as lines from the cursor
-// (once: a later connection's redraw only brings the local screen up to
-// date, since what it would paint is mostly shown already), and the run's
-// bytes as they are.
-func (o *screenOut) writeInline(p []byte, first bool) error {
+// inlineSegment prints the first redraw as lines from the cursor (once:
+// a later redraw, after a resize or a reconnection, only brings the local
+// screen up to date, since what it would paint is shown already, and a
+// program that wants to repaint does so itself, as under docker), and the
+// run's bytes as they are.
+func (o *screenOut) inlineSegment(out, p []byte, redraw bool) []byte {
 	o.feed(p)
-	if !first {
-		_, err := o.w.Write(p)
-		return err
-	}
-	if o.shown {
-		return nil
+	switch {
+	case !redraw:
+		return append(out, p...)
+	case o.shown:
+		return out
 	}
 	o.shown = true
 	if o.scr.AltScreen() {
 		// A full-screen program, already on its alternate screen: the
 		// caller's terminal goes there too, as it would have with the
 		// program's own bytes.
-		_, err := o.w.Write(p)
-		return err
+		return append(out, p...)
 	}
-	_, err := o.w.Write(o.inlineScreen())
-	return err
+	return append(out, o.inlineScreen()...)
 }
 
 // inlineScreen is the local screen's rows down to the last one in use,
