@@ -140,7 +140,7 @@ func (s *attachSession) connect(c *client.Client, starting bool) (attachEnd, err
 		if starting && errors.As(err, &apiErr) && (apiErr.Status == http.StatusConflict || apiErr.Status == http.StatusNotFound) && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 			continue
 		}
@@ -194,6 +194,9 @@ func (s *attachSession) run() (attachEnd, error) {
 			// scrollback come back when the session ends.
 			io.WriteString(s.out, "\x1b[?1049h")
 		}
+		// On every way out, once the pump has stopped writing: the
+		// reset comes after the last of the program's bytes.
+		defer func() { s.out.Write(s.draw.leave()) }()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -222,13 +225,7 @@ func (s *attachSession) run() (attachEnd, error) {
 	}
 	s.resize(ctx)
 
-	end, err := s.wait(ended, detached, sigs, cancel)
-	if s.draw != nil {
-		// The pump has stopped writing: the reset comes after the last of
-		// the program's bytes.
-		s.out.Write(s.draw.leave())
-	}
-	return end, err
+	return s.wait(ended, detached, sigs, cancel)
 }
 
 // wait waits for what ends the session and closes the connection; it
@@ -353,7 +350,7 @@ func (s *attachSession) reconnect(ctx context.Context, why error) error {
 	if s.inTTY || s.outTTY {
 		nl = "\r\n"
 	}
-	fmt.Fprintf(s.out, "%s[tend] %s; waiting up to %v for it to come back (Ctrl-P Ctrl-Q detaches)%s", nl, reason, reconnectWait, nl)
+	fmt.Fprintf(s.out, "%s[tend] %s; waiting up to %v for it to come back%s", nl, reason, reconnectWait, nl)
 	wctx, cancel := context.WithTimeout(ctx, reconnectWait)
 	defer cancel()
 	backoff := 50 * time.Millisecond
