@@ -33,9 +33,13 @@ func TestRunTTYQuickRunsShowEveryByte(t *testing.T) {
 		a.shows(marker)
 		a.mu.Lock()
 		raw := a.raw.String()
+		_, y := a.scr.Cursor()
 		a.mu.Unlock()
 		if strings.Contains(raw, "\x1b[2J") || strings.Contains(raw, "\x1b[?1049h") {
 			t.Errorf("run %d cleared the screen or left it: %q", i, raw)
+		}
+		if y == 0 {
+			t.Errorf("run %d left the cursor on the first row, where the next output overwrites its line: %q", i, raw)
 		}
 	}
 	a := startPTY(t, tend, conf, 80, 24, "run", "--rm", "--tty", "-a", "--", "ls", "/")
@@ -145,15 +149,23 @@ env = { PS1 = "tend$ " }
 	waitRunning(t, c, "shell:0")
 	before := pids(t, c, "shell:0")
 	keeper := keeperOf(t, dir)
+	var a *ptyAttach
 	attached := func() {
 		t.Helper()
 		testutil.Eventually(t, "the attach connected", func() bool {
 			st, err := c.Status("shell:0")
 			return err == nil && st.TTY != nil && st.TTY.Clients == 1
 		})
+		// The screen is painted again once the attach has its new
+		// connection, over the line that said it was waiting.
+		testutil.Eventually(t, "the screen painted again", func() bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return !strings.Contains(a.scr.Text(), "waiting up to")
+		})
 	}
 
-	a := startPTYAttach(t, tend, conf, 80, 24, "shell:0")
+	a = startPTYAttach(t, tend, conf, 80, 24, "shell:0")
 	attached()
 	a.typed("echo $((40+2))\r")
 	a.shows("42")

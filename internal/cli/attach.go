@@ -326,14 +326,15 @@ func (s *attachSession) pump(ctx context.Context) error {
 // good does not hold the caller's terminal.
 const reconnectWait = time.Minute
 
-// daemonGone is the end of an attach whose daemon did not come back.
+// daemonGone is the end of an attach whose daemon did not come back;
+// reason says how it went (not the connection's raw error).
 type daemonGone struct {
-	id  string
-	err error
+	id     string
+	reason string
 }
 
 func (e *daemonGone) Error() string {
-	return fmt.Sprintf("attach: the daemon did not come back within %v (%v); %s may go on under the next one", reconnectWait, e.err, e.id)
+	return fmt.Sprintf("attach: %s and the daemon did not come back within %v; %s may go on under the next one", e.reason, reconnectWait, e.id)
 }
 
 // reconnect says in one line that the connection broke (why), and attaches
@@ -368,7 +369,7 @@ func (s *attachSession) reconnect(ctx context.Context, why error) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case wctx.Err() != nil:
-			return &daemonGone{id: s.id, err: why}
+			return &daemonGone{id: s.id, reason: reason}
 		}
 		select {
 		case <-wctx.Done():
@@ -399,7 +400,12 @@ func (s *attachSession) keyboard(ctx context.Context, kb *cancelReader, detached
 			continue
 		}
 		if len(out) > 0 {
-			if s.conn().Write(ctx, out) != nil && ctx.Err() != nil {
+			a := s.conn()
+			err := a.Write(ctx, out)
+			if err != nil && s.conn() != a {
+				err = s.conn().Write(ctx, out) // made again meanwhile
+			}
+			if err != nil && ctx.Err() != nil {
 				return
 			}
 		}

@@ -282,12 +282,13 @@ func (o *screenOut) leave() []byte {
 // (back to the terminal's default); the kitty keyboard protocol (its
 // flags to 0 and its stack popped empty, which resets them all); the
 // cursor's shape (the terminal's default) and visibility; the scroll
-// region; the charset.
+// region (which moves the cursor home: it is saved and restored around,
+// so inline output keeps its place); the charset.
 const resetModes = "\x1b[0m\x1b[?2004l" +
 	"\x1b[?9l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l" +
 	"\x1b[?1004l\x1b[?1l\x1b>" +
 	"\x1b[>4m\x1b[=0;1u\x1b[<99u" +
-	"\x1b[0 q\x1b[?25h\x1b[r\x1b(B"
+	"\x1b[0 q\x1b[?25h\x1b7\x1b[r\x1b8\x1b(B"
 
 // scanPrivateMode reads the escape sequence at the start of p (p[0] is
 // ESC). It returns its length, whether it is a DEC private mode set or
