@@ -324,7 +324,7 @@ func (s *attachSession) pump(ctx context.Context) error {
 // back (docs/terminal.md): long enough for an upgrade or a supervisor's
 // restart of a killed daemon, short enough that a daemon brought down for
 // good does not hold the caller's terminal.
-const reconnectWait = time.Minute
+var reconnectWait = time.Minute // a variable for tests
 
 // daemonGone is the end of an attach whose daemon did not come back;
 // reason says how it went (not the connection's raw error).
