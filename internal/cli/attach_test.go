@@ -482,7 +482,11 @@ func TestAttachWaitsForTheDaemon(t *testing.T) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return strings.Contains(a.scr.Text(), "the next daemon")
-	}, testutil.Explain(func() string { a.mu.Lock(); defer a.mu.Unlock(); return fmt.Sprintf("%q\n%s", a.raw.String(), a.stderr.String()) }))
+	}, testutil.Explain(func() string {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return fmt.Sprintf("%q\n%s", a.raw.String(), a.stderr.String())
+	}))
 	testutil.Eventually(t, "the attach on the next daemon", func() bool { return next.tt.Clients("planner:0") == 1 })
 	a.typed("hi\r")
 	a.shows("you said: hi")
