@@ -47,6 +47,12 @@ func TestRunTTYQuickRunsShowEveryByte(t *testing.T) {
 		t.Errorf("ls /: exit %d", code)
 	}
 	a.shows("proc")
+
+	// Into a file or a pipe: the bytes the run wrote, as it wrote them.
+	code, out, errb := tendRun(t, tend, "-c", conf, "run", "--rm", "--tty", "-a", "--", "sh", "-c", `printf 'plain \033[1mbold\033[0m\n'; sleep 0.5; printf 'later\n'; exit 3`)
+	if code != 3 || out != "plain \x1b[1mbold\x1b[0m\r\nlater\r\n" {
+		t.Errorf("tend run --tty -a > pipe: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
 }
 
 // TestRunTTYInATmuxPane: the same in a tmux pane, where it showed only the

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
@@ -20,13 +23,20 @@ import (
 // the run wrote (kept, not drawn: they are drawn if the run ended before
 // the terminal could be attached to, however soon that was), and the
 // terminal attach (attachTerminal) draws the screen and carries the keys.
-// The run's end ends both and is our exit status; a detach (Ctrl-P Ctrl-Q)
+// When our stdout is no terminal (a file, a pipe), what it gets is the
+// run's bytes as the run wrote them, from the first connection, as they
+// come. The run's end ends both and is our exit status; a detach (Ctrl-P Ctrl-Q)
 // ends the attach alone: we exit 0 and the run goes on (and with --rm is
 // removed by the daemon once it ends).
 func (e *env) runTerminal(c *client.Client, body map[string]any) error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	var early runBytes
+	if f, ok := e.stdout.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+		// Not a terminal (a file, a pipe): the run's bytes as it wrote
+		// them, from its log, rather than what paints a screen.
+		early.live = e.stdout
+	}
 	attached := make(chan error, 1)
 	var id string
 	end, err := c.AttachRaw(ctx, body, func(a program.Added) {
@@ -75,6 +85,9 @@ func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string, e
 	s := e.newAttachSession(ctx, id, false, defaultDetachKeys)
 	s.readOnly = !s.inTTY
 	s.inline = true
+	if early.live != nil {
+		s.out = io.Discard // early prints the bytes
+	}
 	end, err := s.connect(c, true)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -99,8 +112,10 @@ func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string, e
 }
 
 // runBytes keeps what a run wrote to its terminal, as an attached answer
-// with raw=1 gives it.
+// with raw=1 gives it, or writes it to live at once.
 type runBytes struct {
+	live io.Writer // set before the first add; nil: keep the bytes
+
 	mu sync.Mutex // guards b
 	b  []byte
 }
@@ -118,6 +133,11 @@ func (r *runBytes) add(l client.OutputLine) {
 	r.b = append(r.b, l.Line...)
 	if !l.Partial {
 		r.b = append(r.b, '\n')
+	}
+	if r.live != nil {
+		r.live.Write(r.b)
+		r.b = r.b[:0]
+		return
 	}
 	if len(r.b) > 2*maxRunBytes {
 		r.b = append(r.b[:0], r.b[len(r.b)-maxRunBytes:]...)
