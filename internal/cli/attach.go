@@ -94,6 +94,7 @@ type attachSession struct {
 	mu      sync.Mutex       // guards a
 	a       *client.Terminal // the connection now
 	closing atomic.Bool      // the session is ending: a connection closed is no break
+	noticed time.Time        // when the pump last said it waits for the daemon; the pump's
 }
 
 // conn is the connection now.
@@ -298,11 +299,13 @@ func (s *attachSession) pump(ctx context.Context) error {
 	if s.draw != nil {
 		out = s.draw
 	}
+	got := 0 // messages on this connection
 	for {
 		p, err := s.conn().Read(ctx)
 		var end *client.TerminalEnded
 		switch {
 		case err == nil:
+			got++
 			if _, err := out.Write(p); err != nil {
 				return fmt.Errorf("writing to the terminal: %w", err)
 			}
@@ -310,7 +313,11 @@ func (s *attachSession) pump(ctx context.Context) error {
 		case ctx.Err() != nil || s.closing.Load() || errors.As(err, &end):
 			return err
 		}
-		if err := s.reconnect(ctx, err); err != nil {
+		// A daemon that takes a connection and drops it at once as it
+		// stops is one restart: one line.
+		again := got <= 1 && time.Since(s.noticed) < 5*time.Second
+		got = 0
+		if err := s.reconnect(ctx, err, again); err != nil {
 			return err
 		}
 		if s.draw != nil {
@@ -337,21 +344,31 @@ func (e *daemonGone) Error() string {
 	return fmt.Sprintf("attach: %s and the daemon did not come back within %v; %s may go on under the next one", e.reason, reconnectWait, e.id)
 }
 
-// reconnect says in one line that the connection broke (why), and attaches
+// reconnect says in one line that the connection broke (why; not again
+// when it said so a moment ago), and attaches
 // again once the daemon answers; it gives up after reconnectWait, when
 // the session ends, or when the daemon refuses (the instance is gone or at
 // rest).
-func (s *attachSession) reconnect(ctx context.Context, why error) error {
+func (s *attachSession) reconnect(ctx context.Context, why error, again bool) error {
 	s.conn().Close()
 	reason := "the connection to the daemon broke"
 	if errors.Is(why, client.ErrDaemonGone) {
 		reason = "the daemon is restarting"
 	}
-	nl := "\n"
-	if s.inTTY || s.outTTY {
-		nl = "\r\n"
+	switch {
+	case again: // said a moment ago
+	case s.outTTY:
+		// On the caller's screen, where the run's screen is painted again
+		// over it once the daemon is back.
+		fmt.Fprintf(s.out, "\r\n[tend] %s; waiting up to %v for it to come back\r\n", reason, reconnectWait)
+	default:
+		nl := "\n"
+		if s.inTTY {
+			nl = "\r\n"
+		}
+		fmt.Fprintf(s.e.stderr, "[tend] %s; waiting up to %v for it to come back%s", reason, reconnectWait, nl)
 	}
-	fmt.Fprintf(s.out, "%s[tend] %s; waiting up to %v for it to come back%s", nl, reason, reconnectWait, nl)
+	s.noticed = time.Now()
 	wctx, cancel := context.WithTimeout(ctx, reconnectWait)
 	defer cancel()
 	backoff := 50 * time.Millisecond

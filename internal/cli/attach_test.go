@@ -472,6 +472,7 @@ func TestAttachWaitsForTheDaemon(t *testing.T) {
 	a := d.attachPTY(t, 30, 8, "planner:0")
 	a.shows(">")
 	d.srv.Close()
+	<-d.done // its socket is gone
 	a.sent("waiting up to 3s for it to come back")
 
 	next := startDaemonAt(t, d.sock)
@@ -492,6 +493,7 @@ func TestAttachWaitsForTheDaemon(t *testing.T) {
 	a.shows("you said: hi")
 
 	next.srv.Close()
+	<-next.done
 	if code := a.exit(); code != 1 {
 		t.Errorf("no daemon came back: exit %d", code)
 	}
