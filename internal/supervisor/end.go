@@ -22,7 +22,7 @@ import (
 // finish ends the run whose leader st is, and whose processes are all gone.
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
-	in.endTTY(r.pid)
+	in.endTTY(r.pid, r.started)
 	in.cur = nil
 	in.unrecorded = true
 	in.disarm()
@@ -51,6 +51,7 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	now := time.Now()
 	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
 	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
+	in.lastStart = ex.StartedAt
 	atOnce := d.Next == restart.NextRestart && d.Delay <= 0
 	post := in.publish
 	if atOnce {

@@ -25,6 +25,7 @@ type keptState struct {
 	degraded bool
 	restarts program.Restarts
 	last     *program.LastExit // a new value at every end of a run
+	start    time.Time         // when that run started
 	backoff  *program.Backoff
 	next     time.Time
 }
@@ -33,7 +34,7 @@ func (in *Instance) keptNow() keptState {
 	return keptState{
 		state: in.state, stopped: in.opStopped,
 		runs: in.runs, crashes: in.hist.CrashCount, degraded: in.hist.Degraded, restarts: in.hist.Restarts,
-		last: in.lastExit, backoff: in.backoff, next: in.nextStart,
+		last: in.lastExit, start: in.lastStart, backoff: in.backoff, next: in.nextStart,
 	}
 }
 
@@ -51,7 +52,7 @@ func (in *Instance) keep() {
 	hist := in.hist.Keep(in.spec, time.Now())
 	in.deps.Intents.Put(kept.Intent{
 		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
-		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next,
+		History: &hist, LastExit: now.last, LastStart: now.start, Backoff: now.backoff, NextStart: now.next,
 	})
 }
 
@@ -95,7 +96,7 @@ func (in *Instance) keepRetiring() {
 	hist := in.hist.Keep(in.spec, time.Now())
 	in.deps.Intents.Put(kept.Intent{
 		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
-		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next, Retiring: true,
+		History: &hist, LastExit: now.last, LastStart: now.start, Backoff: now.backoff, NextStart: now.next, Retiring: true,
 	})
 	in.deps.Intents.Write()
 }
@@ -121,7 +122,10 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 	if r.History != nil {
 		in.hist = restart.Restore(*r.History)
 	}
-	in.lastExit = r.LastExit
+	in.lastExit, in.lastStart = r.LastExit, r.LastStart
+	if !adopted {
+		in.tty.endedBefore(r.LastStart)
+	}
 	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer
 	in.attempts = in.runs
 	switch {
