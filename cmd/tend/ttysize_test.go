@@ -132,7 +132,7 @@ tty = true
 	a.cmd.Process.Kill() // whether it ends or waits for the next daemon
 	<-a.done
 
-	up = startUp(t, tend, conf)
+	startUp(t, tend, conf) // stopped at the test's end
 	testutil.Eventually(t, "the next daemon", func() bool { _, err := c.Health(); return err == nil })
 	// No client is attached to the adopted run: tty_size again.
 	ttySizeIs(t, c, "stays:0", 120, 40, 0)
