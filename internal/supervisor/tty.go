@@ -60,7 +60,7 @@ type TTY struct {
 	// replayFrom is when the run that ended last started, while no
 	// terminal of it is at hand (it ended before this daemon started, or
 	// while its terminal was lost): Screen rebuilds its last screen from
-	// the log from there (ended.go). Zero otherwise.
+	// the log from there (ttyended.go). Zero otherwise.
 	replayFrom time.Time
 }
 
@@ -165,7 +165,7 @@ func (h *TTY) begin(t *terminal.Terminal, pid int, why string) {
 	// A client may have sized the terminal since t was made (or an
 	// adopted run's terminal was left at another size): t takes the size
 	// the clients attached now give it, tty_size with none.
-	h.applyLocked()
+	_ = h.applyLocked() // an error is the ioctl's: the size stays as it was
 }
 
 // endTTY closes the ended run's terminal, after reading what is left in
