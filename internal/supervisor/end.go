@@ -51,7 +51,9 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	now := time.Now()
 	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
 	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
-	in.lastStart = ex.StartedAt
+	if in.tty != nil { // only a tty run's last screen is rebuilt from it: other records stay as small
+		in.lastStart = ex.StartedAt
+	}
 	atOnce := d.Next == restart.NextRestart && d.Delay <= 0
 	post := in.publish
 	if atOnce {
