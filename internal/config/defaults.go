@@ -40,6 +40,7 @@ func defaultSpec() program.Spec {
 		TurnIdleAfter: 10 * time.Second,
 		TtyCols:       defaultTTYCols,
 		TtyRows:       defaultTTYRows,
+		Permission:    program.PermissionAsk,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -94,6 +95,7 @@ var programKeys = []string{
 	"probe", "logs",
 	"labels",
 	"tty", "tty_size",
+	"protocol", "permission",
 }
 
 var (

@@ -23,6 +23,7 @@ import (
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
 	in.endTTY(r.pid, r.started)
+	in.endProtocol()
 	in.cur = nil
 	in.unrecorded = true
 	in.disarm()
@@ -55,6 +56,12 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 		in.lastStart = ex.StartedAt
 	}
 	atOnce := d.Next == restart.NextRestart && d.Delay <= 0
+	switch d.Next { // journaled before anything announces it
+	case restart.NextFatal:
+		in.commitVerdict(program.StateFatal)
+	case restart.NextExited:
+		in.commitVerdict(program.StateExited)
+	}
 	post := in.publish
 	if atOnce {
 		post = in.holdEvent
