@@ -41,6 +41,10 @@ type Intent struct {
 	// and the windowed budgets' end times.
 	History  *restart.Kept     `json:"history,omitempty"`
 	LastExit *program.LastExit `json:"last_exit,omitempty"`
+	// LastStart is when the run of LastExit started, for a tty instance:
+	// the next daemon rebuilds the run's last screen from its log from
+	// there (docs/terminal.md#a-daemon-that-goes-away).
+	LastStart time.Time `json:"last_start,omitzero"`
 	// Backoff and NextStart: the instance was in backoff until then (the
 	// status's next_start_at, kept to the nanosecond).
 	Backoff   *program.Backoff `json:"backoff,omitempty"`

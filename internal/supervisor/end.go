@@ -22,7 +22,7 @@ import (
 // finish ends the run whose leader st is, and whose processes are all gone.
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
-	in.endTTY(r.pid)
+	in.endTTY(r.pid, r.started)
 	in.endProtocol()
 	in.cur = nil
 	in.unrecorded = true
@@ -52,6 +52,9 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	now := time.Now()
 	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
 	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
+	if in.tty != nil { // only a tty run's last screen is rebuilt from it: other records stay as small
+		in.lastStart = ex.StartedAt
+	}
 	atOnce := d.Next == restart.NextRestart && d.Delay <= 0
 	switch d.Next { // journaled before anything announces it
 	case restart.NextFatal:

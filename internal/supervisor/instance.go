@@ -152,6 +152,7 @@ type Instance struct {
 	runs      int // runs spawned
 	attempts  int // spawns tried, failed ones included
 	lastExit  *program.LastExit
+	lastStart time.Time // when the run of lastExit started (its tty log is replayed from there: ttyended.go)
 	backoff   *program.Backoff
 	nextStart time.Time
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn

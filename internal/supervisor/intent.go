@@ -25,6 +25,7 @@ type keptState struct {
 	degraded bool
 	restarts program.Restarts
 	last     *program.LastExit // a new value at every end of a run
+	start    time.Time         // when that run started
 	backoff  *program.Backoff
 	next     time.Time
 	session  string // a protocol agent's session
@@ -35,7 +36,7 @@ func (in *Instance) keptNow() keptState {
 	return keptState{
 		state: in.state, stopped: in.opStopped,
 		runs: in.runs, crashes: in.hist.CrashCount, degraded: in.hist.Degraded, restarts: in.hist.Restarts,
-		last: in.lastExit, backoff: in.backoff, next: in.nextStart,
+		last: in.lastExit, start: in.lastStart, backoff: in.backoff, next: in.nextStart,
 		session: in.proto.sessionID(), turn: in.proto.turnID(),
 	}
 }
@@ -59,7 +60,7 @@ func (in *Instance) intentOf(k keptState) kept.Intent {
 	hist := in.hist.Keep(in.spec, time.Now())
 	return kept.Intent{
 		ID: in.id, Spec: in.digest, State: k.state, Stopped: k.stopped, Runs: k.runs,
-		History: &hist, LastExit: k.last, Backoff: k.backoff, NextStart: k.next,
+		History: &hist, LastExit: k.last, LastStart: k.start, Backoff: k.backoff, NextStart: k.next,
 		Session: k.session, Turn: k.turn,
 	}
 }
@@ -168,7 +169,7 @@ func (in *Instance) keepRetiring() {
 	hist := in.hist.Keep(in.spec, time.Now())
 	in.deps.Intents.Put(kept.Intent{
 		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
-		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next, Retiring: true,
+		History: &hist, LastExit: now.last, LastStart: now.start, Backoff: now.backoff, NextStart: now.next, Retiring: true,
 	})
 	in.deps.Intents.Write()
 }
@@ -194,7 +195,10 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 	if r.History != nil {
 		in.hist = restart.Restore(*r.History)
 	}
-	in.lastExit = r.LastExit
+	in.lastExit, in.lastStart = r.LastExit, r.LastStart
+	if !adopted {
+		in.tty.endedBefore(r.LastStart)
+	}
 	in.proto.restore(r.Session, r.Turn)
 	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer
 	in.attempts = in.runs

@@ -51,10 +51,17 @@ type TTY struct {
 	cur      *terminal.Terminal // the current run's terminal; nil when no run has one
 	pid      int                // the current run's leader, while cur is set
 	last     *terminal.Terminal // cur, or the terminal of the run that ended last (closed, its screen kept); nil before any
-	size     terminal.Size      // the size of the next run's terminal: tty_size, then the last a client set
+	base     terminal.Size      // tty_size: the size while no client sizes the terminal
+	size     terminal.Size      // the terminal's size, and the next run's: sizeLocked's choice
+	sized    uint64             // counts the clients' sizings: the latest has the highest
 	lost     string             // why the current (adopted) run has no terminal; "" when it has one
 	atRest   bool               // no run and none due: attach is refused
 	attaches map[*attach]struct{}
+	// replayFrom is when the run that ended last started, while no
+	// terminal of it is at hand (it ended before this daemon started, or
+	// while its terminal was lost): Screen rebuilds its last screen from
+	// the log from there (ttyended.go). Zero otherwise.
+	replayFrom time.Time
 }
 
 // newTTY returns the terminal side of a tty instance, nil for others.
@@ -66,7 +73,7 @@ func newTTY(in *Instance) *TTY {
 	if size.Valid() != nil {
 		size = terminal.DefaultSize
 	}
-	return &TTY{in: in, size: size, atRest: true, attaches: map[*attach]struct{}{}}
+	return &TTY{in: in, base: size, size: size, atRest: true, attaches: map[*attach]struct{}{}}
 }
 
 // openTTY makes the terminal of the run about to start and returns it with
@@ -147,7 +154,7 @@ func (h *TTY) begin(t *terminal.Terminal, pid int, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.last
-	h.cur, h.pid, h.lost, h.atRest = t, pid, why, false
+	h.cur, h.pid, h.lost, h.atRest, h.replayFrom = t, pid, why, false, time.Time{}
 	if t == nil {
 		return
 	}
@@ -155,12 +162,18 @@ func (h *TTY) begin(t *terminal.Terminal, pid int, why string) {
 	if old != nil && old != t {
 		old.MoveClients(t)
 	}
+	// A client may have sized the terminal since t was made (or an
+	// adopted run's terminal was left at another size): t takes the size
+	// the clients attached now give it, tty_size with none.
+	_ = h.applyLocked() // an error is the ioctl's: the size stays as it was
 }
 
 // endTTY closes the ended run's terminal, after reading what is left in
 // it; its screen stays readable, its clients attached to it until the next
-// run or the instance's rest. The keeper's copy goes.
-func (in *Instance) endTTY(pid int) {
+// run or the instance's rest. The keeper's copy goes. A run that had no
+// terminal here (one that ended while no daemon ran, or whose terminal was
+// lost) leaves its last screen to be rebuilt from its log, from started.
+func (in *Instance) endTTY(pid int, started time.Time) {
 	h := in.tty
 	if h == nil {
 		return
@@ -168,6 +181,9 @@ func (in *Instance) endTTY(pid int) {
 	h.mu.Lock()
 	t := h.cur
 	h.cur, h.pid, h.lost = nil, 0, ""
+	if t == nil {
+		h.replayFrom = started
+	}
 	h.mu.Unlock()
 	if t == nil {
 		return
@@ -203,10 +219,17 @@ func (in *Instance) adoptTTY(a Adoption) {
 		in.out.Note("the adopted run's terminal was not held by a keeper: its output is not read")
 		return
 	}
+	h.mu.Lock()
 	size := h.size
+	h.mu.Unlock()
 	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
 		if s := (terminal.Size{Cols: int(ws.Col), Rows: int(ws.Row)}); s.Valid() == nil {
-			size = s // as a client left it
+			// As a client of the earlier daemon left it: the log's bytes
+			// were drawn at that size. begin then gives the terminal the
+			// size of the clients attached now, tty_size with none (the
+			// screen reflows, the program gets SIGWINCH), so that a
+			// client's size does not outlive its attach.
+			size = s
 		}
 	}
 	// The log's times are to the millisecond: the run's first record may
@@ -220,9 +243,6 @@ func (in *Instance) adoptTTY(a Adoption) {
 		return
 	}
 	made(t)
-	h.mu.Lock()
-	h.size = size
-	h.mu.Unlock()
 	h.begin(t, a.PID, "")
 }
 
@@ -342,6 +362,7 @@ func (in *Instance) ttyAtRest() {
 	h.atRest = true
 	as := h.attaches
 	h.attaches = map[*attach]struct{}{}
+	_ = h.applyLocked() // tty_size again, for the next run
 	h.mu.Unlock()
 	for a := range as {
 		a.finish(end)

@@ -59,9 +59,11 @@ func (h *TTY) Running() bool {
 }
 
 // Screen returns the current run's screen, or the last run's when none
-// runs (Running false); with ansi, its rows with colours and attributes
+// runs (Running false), also of a run that ended before this daemon
+// started (ttyended.go); with ansi, its rows with colours and attributes
 // too. ErrNotRunning before any run.
 func (h *TTY) Screen(ansi bool) (program.Screen, error) {
+	h.rebuilt() // a run that ended before this daemon: its screen from its log
 	h.mu.Lock()
 	t, running := h.last, h.cur != nil
 	var err error
@@ -136,35 +138,15 @@ func (h *TTY) Attach(readOnly bool) (program.Attach, error) {
 	return a, nil
 }
 
-// resize sets the terminal's size for the current run and the next ones;
-// 0x0 leaves it as it is.
-func (h *TTY) resize(s terminal.Size) error {
-	if s.Cols == 0 && s.Rows == 0 {
-		return nil
-	}
-	if err := s.Valid(); err != nil {
-		return fmt.Errorf("%w: %v", program.ErrInvalid, err)
-	}
-	h.mu.Lock()
-	h.size = s
-	t := h.cur
-	h.mu.Unlock()
-	if t == nil {
-		return nil
-	}
-	err := t.Resize(s)
-	if errors.Is(err, terminal.ErrClosed) {
-		return nil // the run ended meanwhile: the next one gets the size
-	}
-	return err
-}
-
 // detach forgets a; it was attached until now.
 func (h *TTY) detach(a *attach) {
 	h.mu.Lock()
 	_, was := h.attaches[a]
 	delete(h.attaches, a)
 	n := len(h.attaches)
+	if was {
+		_ = h.applyLocked() // the latest of the others' size, or tty_size (ttysize.go)
+	}
 	h.mu.Unlock()
 	if was {
 		h.in.putTerm(termClients, n)
@@ -176,6 +158,8 @@ type attach struct {
 	h        *TTY
 	c        *terminal.Client
 	readOnly bool
+	size     terminal.Size // the size it gave the terminal last (guarded by h.mu)
+	sized    uint64        // when, in h.sized's count; 0 before it gave one (guarded by h.mu)
 
 	mu  sync.Mutex // guards end
 	end string     // the lifecycle the instance came to rest in; "" before
@@ -199,9 +183,9 @@ func (a *attach) Write(p []byte) error {
 
 func (a *attach) Resize(cols, rows int) error {
 	if a.readOnly {
-		return nil // a watcher does not size the terminal for the others
+		return nil // a watcher does not size the terminal for the others (ttysize.go)
 	}
-	return a.h.resize(terminal.Size{Cols: cols, Rows: rows})
+	return a.h.resize(a, terminal.Size{Cols: cols, Rows: rows})
 }
 
 func (a *attach) End() string {

@@ -1,0 +1,39 @@
+package terminal
+
+// Ended makes the Terminal of a run that is over and whose master is gone
+// (it ended while no daemon ran): no master and nothing to read, its
+// screen rebuilt from opts.Replay (the tail of the run's log) as of
+// opts.ReplayAt, at opts.Size. It reads as a closed terminal does: the
+// screen is there, input and resizing are ErrClosed.
+func Ended(opts Options) (*Terminal, error) {
+	if opts.Size == (Size{}) {
+		opts.Size = DefaultSize
+	}
+	if err := opts.Size.Valid(); err != nil {
+		return nil, err
+	}
+	t := &Terminal{fd: -1, opts: opts, done: make(chan struct{}), clients: map[*Client]struct{}{}}
+	t.scr = NewScreen(opts.Size)
+	if opts.Clock != nil {
+		t.scr.SetClock(opts.Clock)
+	}
+	t.scr.replay(opts.Replay, opts.ReplayAt)
+	t.opts.Replay = nil
+	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
+	t.end()
+	return t, nil
+}
+
+// Repaint sends every attached client a fresh redraw of the screen in
+// place of what it had queued, as a client that fell behind gets: after a
+// resize, so that no client keeps a picture drawn for the old size.
+func (t *Terminal) Repaint() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c := range t.clients {
+		c.mu.Lock()
+		c.stale, c.pend = true, c.pend[:0]
+		c.mu.Unlock()
+		c.poke()
+	}
+}
