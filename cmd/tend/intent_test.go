@@ -203,15 +203,19 @@ command = ["sleep", "1003"]
 		t.Errorf("a sound record was complained about:\n%s", stderr())
 	}
 
-	// Cut short (as a disk that filled up would leave it): set aside, and
-	// the fleet is the config's.
+	// Cut short inside their first record (as a disk that filled up could
+	// leave them): nothing whole is left to recover, so the file is set
+	// aside and the fleet is the config's. (Cut later, the records before
+	// the cut are recovered: TestADamagedIntentJSONKeepsTheDecisions; a cut
+	// at half the length fell before or after halt's stop by how far the
+	// journal had been compacted, 1 run in 12.)
 	for _, name := range []string{"intent.json", "intent.json.log"} {
 		p := filepath.Join(state, name)
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		write(t, p, string(b[:len(b)/2]))
+		write(t, p, string(b[:min(len(b), 10)]))
 	}
 	up, stderr = startUpLogged(t, tend, conf)
 	waitRunning(t, c, "halt:0", "fatal:0", "fresh:0")
