@@ -100,6 +100,9 @@ func (s *Screen) esc(cmd ansi.Cmd) {
 	case 'M':
 		s.reverseIndex()
 	case 'c':
+		if s.historyOn() {
+			s.clearIntoHistory() // RIS clears the screen, into history as ED 2 does
+		}
 		size := s.Size()
 		s.reset(size)
 		s.changed = true
@@ -117,7 +120,7 @@ func (s *Screen) alignmentTest() {
 		for x := range s.cols {
 			s.g.rows[y][x] = cell{r: 'E', w: 1}
 		}
-		s.g.wrapped[y] = false
+		s.g.wrapped[y], s.g.used[y] = false, uint16(s.cols)
 	}
 	s.x, s.y = 0, 0
 	s.changed = true
@@ -206,7 +209,7 @@ func (s *Screen) csi(cmd ansi.Cmd, params ansi.Params) {
 	case 'P':
 		s.deleteCells(n())
 	case 'S':
-		s.scrollUp(min(n(), s.rows))
+		s.scrollUp(min(n(), s.rows), true)
 	case 'T':
 		if len(params) <= 1 { // with more, it is a mouse tracking request
 			s.scrollDown(min(n(), s.rows))
@@ -310,6 +313,10 @@ func (s *Screen) eraseDisplay(mode int) {
 	x := min(s.x, s.cols)
 	switch mode {
 	case 0:
+		if x == 0 && s.y == 0 && s.historyOn() {
+			s.clearIntoHistory()
+			return
+		}
 		s.erase(s.y, x, s.cols)
 		for y := s.y + 1; y < s.rows; y++ {
 			s.erase(y, 0, s.cols)
@@ -320,8 +327,17 @@ func (s *Screen) eraseDisplay(mode int) {
 		}
 		s.erase(s.y, 0, min(x+1, s.cols))
 	case 2:
+		if s.historyOn() {
+			s.clearIntoHistory()
+			return
+		}
 		for y := range s.rows {
 			s.erase(y, 0, s.cols)
+		}
+	case 3: // the history
+		if s.hist.Len() > 0 {
+			s.hist.clear()
+			s.changed = true
 		}
 	}
 }
@@ -330,6 +346,10 @@ func (s *Screen) eraseLine(mode int) {
 	x := min(s.x, s.cols)
 	switch mode {
 	case 0:
+		if x == 0 && s.y == 0 && s.historyOn() {
+			s.clearIntoHistory()
+			return
+		}
 		s.erase(s.y, x, s.cols)
 	case 1:
 		s.erase(s.y, 0, min(x+1, s.cols))
@@ -357,7 +377,7 @@ func (s *Screen) deleteLines(n int) {
 	}
 	top := s.top
 	s.top = s.y
-	s.scrollUp(min(n, s.rows))
+	s.scrollUp(min(n, s.rows), false)
 	s.top = top
 	s.x = 0
 }
@@ -423,8 +443,7 @@ func (s *Screen) setDECMode(m int, on bool) {
 			s.saveCursor()
 			s.useAlt(true)
 		} else {
-			s.useAlt(false)
-			s.restoreCursor()
+			s.leaveAlt(true)
 		}
 	}
 }
