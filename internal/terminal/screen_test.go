@@ -69,8 +69,9 @@ func TestModesAndTitle(t *testing.T) {
 }
 
 func TestReplies(t *testing.T) {
-	s := feed(Size{Cols: 20, Rows: 5}, "ab\x1b[6n\x1b[c\x1b[5n\x1b[?2004$p\x1b]11;?\x07")
-	if got, want := string(s.TakeReplies(nil)), "\x1b[1;3R\x1b[?1;2c\x1b[0n\x1b[?2004;2$y\x1b]11;rgb:0000/0000/0000\x1b\\"; got != want {
+	// As tmux 3.3a answers: no DECRQM, no colours; the size in characters.
+	s := feed(Size{Cols: 20, Rows: 5}, "ab\x1b[6n\x1b[c\x1b[5n\x1b[?2004$p\x1b]11;?\x07\x1b]10;?\x1b\\\x1b[18t\x1b[14t\x1b[>c\x1b[>q")
+	if got, want := string(s.TakeReplies(nil)), "\x1b[1;3R\x1b[?1;2c\x1b[0n\x1b[8;20;5t\x1b[>84;0;0c\x1bP>|tmux 3.3a\x1b\\"; got != want {
 		t.Fatalf("replies %q, want %q", got, want)
 	}
 	if got := s.TakeReplies(nil); len(got) != 0 {
