@@ -40,6 +40,7 @@ func defaultSpec() program.Spec {
 		TurnIdleAfter: 10 * time.Second,
 		TtyCols:       defaultTTYCols,
 		TtyRows:       defaultTTYRows,
+		TtyHistory:    defaultTTYHistory,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -93,7 +94,7 @@ var programKeys = []string{
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
 	"labels",
-	"tty", "tty_size",
+	"tty", "tty_size", "tty_history",
 }
 
 var (
