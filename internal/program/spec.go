@@ -78,7 +78,7 @@ type Spec struct {
 	// TtyCols x TtyRows until a client resizes it (default 120x40).
 	Tty              bool
 	TtyCols, TtyRows int
-	TtyHistory       int // lines kept above the screen (default 2000; 0 keeps none)
+	TtyHistory       int               // lines kept above the screen (default 2000; 0 keeps none)
 	Labels           map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
 
 	// RemoveOnExit: the program is removed (with its logs, cgroup and
