@@ -159,13 +159,6 @@ func (h *history) rebuild(lines [][]byte) {
 	h.scrolled = min(scrolled, h.n)
 }
 
-// all returns copies of every encoded line, oldest first.
-func (h *history) all() [][]byte {
-	out := make([][]byte, 0, h.n)
-	h.each(0, func(line []byte) { out = append(out, bytes.Clone(line)) })
-	return out
-}
-
 // size is the bytes the history holds (for the bench and tests).
 func (h *history) size() int {
 	n := cap(h.tail) + cap(h.blocks)*32
