@@ -242,3 +242,15 @@ func TestHistoryIsSmall(t *testing.T) {
 		t.Errorf("2,000 lines of history cost %.0f bytes per screen, more than 64 KiB", per)
 	}
 }
+
+// BenchmarkResizeWithHistory is a resize that reflows a full history
+// (2,000 lines) and the screen: 120 columns to 60 and back.
+func BenchmarkResizeWithHistory(b *testing.B) {
+	s := NewScreen(DefaultSize)
+	s.SetHistory(2000)
+	s.Feed(historyText())
+	for b.Loop() {
+		s.Resize(Size{Cols: 60, Rows: 40})
+		s.Resize(DefaultSize)
+	}
+}

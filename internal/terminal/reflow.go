@@ -75,9 +75,16 @@ func (s *Screen) resizeMain(cols, rows, x, y int) (int, int) {
 	hist := s.hist.limit > 0
 	// Every line, the history's then the screen's.
 	lines := make([]xline, 0, s.hist.Len()+oldRows)
+	var arena []xcell // the decoded lines' cells, cut from large arrays
 	s.hist.each(0, func(line []byte) {
-		l := decodeX(line, nil)
-		l.cells = l.cells[:len(l.cells):len(l.cells)]
+		if cap(arena)-len(arena) < MaxCols+1 {
+			arena = make([]xcell, 0, 32<<10)
+		}
+		l := decodeX(line, arena[len(arena):])
+		if n := len(l.cells); n <= cap(arena)-len(arena) { // decoded in place
+			arena = arena[:len(arena)+n]
+			l.cells = arena[len(arena)-n : len(arena) : len(arena)]
+		}
 		lines = append(lines, l)
 	})
 	for r := range oldRows {
@@ -306,17 +313,18 @@ func reflowSplit(dst []xline, src []rline, sx, yy, at int) []xline {
 	wasWrapped := gl.wrapped
 	cells := gl.cells
 	dst = append(dst, xline{cells: cells[:at:at], wrapped: true})
-	var cur []xcell
-	width := 0
+	// The pieces are cut from one array the size of the rest.
+	rest := make([]xcell, 0, len(cells)-at)
+	start, width := 0, 0
 	for _, gc := range cells[at:] {
 		if width+int(gc.w) > sx {
-			dst = append(dst, xline{cells: cur[:len(cur):len(cur)], wrapped: true})
-			cur, width = nil, 0
+			dst = append(dst, xline{cells: rest[start:len(rest):len(rest)], wrapped: true})
+			start, width = len(rest), 0
 		}
 		width += int(gc.w)
-		cur = append(cur, gc)
+		rest = append(rest, gc)
 	}
-	dst = append(dst, xline{cells: cur[:len(cur):len(cur)], wrapped: wasWrapped})
+	dst = append(dst, xline{cells: rest[start:len(rest):len(rest)], wrapped: wasWrapped})
 	*gl = rline{dead: true}
 	if width < sx && wasWrapped {
 		dst = reflowJoin(dst, src, sx, yy, width, true)
