@@ -279,3 +279,16 @@ func TestHistoryOfAProgramMatchesTmux(t *testing.T) {
 		compare("at " + sz.String())
 	}
 }
+
+// TestTabStopsAfterResize: a new width puts the tab stops back every eight
+// columns, as tmux does; a new height keeps them.
+func TestTabStopsAfterResize(t *testing.T) {
+	m := newTmux(t)
+	size := Size{40, 10}
+	s := NewScreen(size)
+	m.steps("t", size, s, []hstep{
+		{"\x1b[3g\x1b[1;5H\x1bH\x1b[1;12H\x1bH\r\tA\tB", Size{40, 12}},
+		{"\r\n\tC\tD", Size{30, 12}},
+		{"\r\n\tE\tF", Size{}},
+	})
+}

@@ -268,9 +268,9 @@ func (s *Screen) Resize(size Size) {
 		s.g = s.main
 		s.x, s.y = min(s.x, size.Cols), min(s.y, size.Rows-1)
 	}
-	tabs := defaultTabs(size.Cols)
-	copy(tabs, s.tabs)
-	s.tabs = tabs
+	if size.Cols != s.cols {
+		s.tabs = defaultTabs(size.Cols) // tab stops every eight columns again, as tmux resets them
+	}
 	s.cols, s.rows = size.Cols, size.Rows
 	s.top, s.bot = 0, s.rows-1
 	for i := range s.saved {
