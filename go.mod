@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/charmbracelet/x/ansi v0.11.10
 	github.com/chromedp/chromedp v0.23.0
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/coder/websocket v1.8.15
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/creack/pty v1.1.24

@@ -286,7 +286,8 @@ func scrapeTend(t *testing.T) []string {
 			}
 		},
 		OrphansReaped: func() uint64 { return 0 }, EventsPublished: func() uint64 { return 0 },
-		SubscribersCut: func() uint64 { return 0 },
+		SubscribersCut:   func() uint64 { return 0 },
+		StateWriteErrors: func() map[string]uint64 { return map[string]uint64{"intent.json.log": 1} },
 	})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

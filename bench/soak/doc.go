@@ -12,4 +12,13 @@
 // exactly one exited (or is alive), the daemon reaps every orphan, its RSS
 // is within 10 % of its level after warm-up, and after tend down no process
 // of the fleet is left.
+//
+// TestDiskSoak (disk_test.go, root: it mounts a 2 MiB tmpfs for the state
+// directory) fills and empties that disk at random moments, sends operator
+// stops and starts, and SIGKILLs the daemon at random moments, then checks
+// that no instance is doubled, no accepted stop is forgotten, seq only
+// grows with every missing seq inside a marked gap, and no run lives
+// outside tend (docs/daemon.md#when-the-disk-fills):
+//
+//	go test -tags soak -count=1 ./bench/soak -run TestDiskSoak -soak.disk=20s
 package soak

@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/roles"
 )
 
 var (
@@ -35,6 +36,7 @@ const notifyEvery = 500 * time.Millisecond
 // daemon and tend down run through a symlink of that name), and the
 // notifiers' program when helperEnv says so.
 func TestMain(m *testing.M) {
+	roles.Be() // the shim or the keeper, when the daemon re-executes this binary as one
 	switch {
 	case filepath.Base(os.Args[0]) == "tend":
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))

@@ -12,9 +12,11 @@ import (
 	"runtime"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/roles"
 )
 
 func main() {
+	roles.Be() // the exec shim or the terminal keeper, re-executed by the daemon
 	// Nothing in tend reads heap profiles; sampling allocations keeps a
 	// bucket table (about a megabyte touched) alive in a daemon that
 	// should weigh little.

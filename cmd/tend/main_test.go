@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/roles"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -25,11 +26,13 @@ import (
 // binary, re-executed as "tend") against a real daemon started with
 // `tend up &`: every verb, exit status and message a user sees.
 func TestMain(m *testing.M) {
+	roles.Be()
 	testscript.Main(m, map[string]func(){
-		"tend":      func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
-		"tend-flip": flipMain,
-		"tend-hog":  hogMain,
-		"tend-beat": beatMain,
+		"tend":           func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend-flip":      flipMain,
+		"tend-hog":       hogMain,
+		"tend-beat":      beatMain,
+		"tend-acp-agent": acpAgentMain,
 		// Another user's processes serving tend's sockets (trust_test.go).
 		"tend-fake-keeper": fakeKeeperMain,
 		"tend-fake-daemon": fakeDaemonMain,

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/tend-sh/tend/internal/parallel"
 	"github.com/tend-sh/tend/internal/program"
@@ -59,7 +61,18 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, program.ErrNotRunning):
 		return http.StatusConflict
+	case errors.Is(err, program.ErrNotProtocol), errors.Is(err, program.ErrNothingOpen), errors.Is(err, program.ErrNoTurn):
+		return http.StatusConflict
+	case errors.Is(err, program.ErrUnknownOption):
+		return http.StatusBadRequest
+	case errors.Is(err, program.ErrQueueFull):
+		return http.StatusTooManyRequests
 	case errors.Is(err, program.ErrStopping):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, program.ErrNotKept): // docs/daemon.md#when-the-disk-fills
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, io.ErrShortWrite) {
+			return http.StatusInsufficientStorage
+		}
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

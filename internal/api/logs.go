@@ -60,6 +60,7 @@ func parseLogRequest(r *http.Request, now time.Time) (logRequest, error) {
 	if lr.raw, err = boolParam(r, "raw"); err != nil {
 		return lr, err
 	}
+	lr.q.Raw = lr.raw
 
 	if lr.follow, err = boolParam(r, "follow"); err != nil {
 		return lr, err
@@ -118,7 +119,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		if !lr.follow {
 			return badRequest("resume: only with follow=1")
 		}
-		if resumed, err = logfile.Resume(srcs, mark, lr.q.Stderr); err != nil {
+		if resumed, err = logfile.Resume(srcs, mark, lr.q.Stderr, lr.raw); err != nil {
 			return badRequest("resume: " + err.Error())
 		}
 	}

@@ -47,6 +47,10 @@ func (s *Server) routes() {
 		{"GET /v1/screen/{id}", private, s.handle(s.screen)},
 		{"POST /v1/programs/{id}/input", private, s.handle(s.input)},
 		{"GET /v1/attach/{id}", private, s.handle(s.attach)}, // a WebSocket
+		// Protocol agents (protocol.go).
+		{"POST /v1/programs/{id}/prompt", private, s.handle(s.prompt)},
+		{"POST /v1/programs/{id}/cancel", private, s.handle(s.cancelTurn)},
+		{"POST /v1/programs/{id}/permission", private, s.handle(s.permission)},
 
 		{"POST /v1/reload", private, s.handle(s.reload)},
 		{"POST /v1/shutdown", private, s.handle(s.shutdown)},

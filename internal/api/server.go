@@ -37,6 +37,11 @@ type Options struct {
 	// /v1/programs/{id}/input and the WebSocket GET /v1/attach/{id}. nil:
 	// they answer 501.
 	Terminals Terminals
+
+	// Protocols serves the protocol agents' routes: POST
+	// /v1/programs/{id}/prompt, /cancel and /permission. nil: they answer
+	// 501.
+	Protocols Protocols
 }
 
 // Server serves the API. Create it with New, add listeners with ServeUnix,

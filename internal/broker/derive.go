@@ -30,12 +30,29 @@ func Derive(s program.Snapshot, now time.Time) program.Status {
 	if s.TTY != nil {
 		st.TTY = s.TTY()
 	}
+	var proto program.ProtocolReport
+	if s.Protocol != nil {
+		proto = s.Protocol()
+		st.Protocol = program.ProtocolACP
+		if s.Spec != nil {
+			st.Protocol = s.Spec.Protocol
+		}
+		st.SessionID = proto.SessionID
+		errs := proto.Errors
+		st.ProtocolErrors = &errs
+		if alive {
+			st.Waiting = proto.Waiting
+		}
+	}
 	st.TurnActive = alive && turnActive(s, now)
 	if alive && !s.TurnWait.IsZero() {
 		st.TurnWaitUntil = &program.Time{Time: s.TurnWait}
 	}
 	st.Lifecycle = Lifecycle(st.State, alive, st.Agent, st.TurnActive, st.LastExit)
 	st.Why = why(s, &st, now)
+	if s.Protocol != nil {
+		st.Why = protocolWhy(s, &st, proto)
+	}
 	return st
 }
 
@@ -156,6 +173,31 @@ func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now
 		return "stopping: sent " + kill
 	}
 	return "stopping: the run sent STOPPING=1"
+}
+
+// protocolWhy says what a protocol agent waits for, or why the protocol
+// ended its last run (docs/protocol.md#states).
+func protocolWhy(s program.Snapshot, st *program.Status, p program.ProtocolReport) string {
+	w := st.Why
+	switch {
+	case st.State == program.StateStarting && st.PID != nil && p.Starting != "":
+		return fmt.Sprintf("starting for %s, waiting for the agent's answer to %s (start_timeout %s)",
+			Human(time.Duration(st.UptimeMS)*time.Millisecond), p.Starting, Human(s.Spec.StartTimeout))
+	case st.Waiting != nil:
+		opts := make([]string, len(st.Waiting.Options))
+		for i, o := range st.Waiting.Options {
+			opts[i] = o.OptionID + " (" + o.Kind + ")"
+		}
+		return fmt.Sprintf("%s; waiting for permission: %s (%s), request %s, options %s: tend approve %s [OPTION_ID] or tend deny %s",
+			w, st.Waiting.Title, st.Waiting.ToolKind, st.Waiting.RequestID, strings.Join(opts, ", "), st.ID, st.ID)
+	case s.ProtocolWhy == "":
+		return w
+	case st.State == program.StateFatal:
+		return s.ProtocolWhy + "; fix it, then tend start " + st.ID
+	case st.State == program.StateBackoff, st.State == program.StateStopping, st.State == program.StateExited:
+		return w + "; " + s.ProtocolWhy
+	}
+	return w
 }
 
 // Size prints bytes the way people read them: 2.1 GiB, 73.4 MiB, 512 KiB.

@@ -133,6 +133,25 @@ var kindFields = map[string]func(any) []string{
 		}
 		return f
 	}),
+	program.KindTurn: fieldsOf(func(v program.Turn) []string {
+		f := []string{kv("phase", v.Phase), kv("prompt_id", v.PromptID)}
+		if v.StopReason != "" {
+			f = append(f, kv("stop_reason", v.StopReason))
+		}
+		if v.DurationMS != nil {
+			f = append(f, kv("duration_ms", *v.DurationMS))
+		}
+		return f
+	}),
+	program.KindPermission: fieldsOf(func(v program.Permission) []string {
+		f := []string{kv("phase", v.Phase), kv("request_id", v.RequestID)}
+		if v.Phase == program.PhaseAsked {
+			f = append(f, kv("title", v.Title), kv("tool_kind", v.ToolKind))
+		} else {
+			f = append(f, kv("option_id", v.OptionID), kv("by", v.By))
+		}
+		return f
+	}),
 	program.KindDaemon: fieldsOf(func(v program.DaemonPhase) []string {
 		f := []string{kv("phase", v.Phase)}
 		if v.PID > 0 {
@@ -143,6 +162,18 @@ var kindFields = map[string]func(any) []string{
 		}
 		if v.From != "" || v.To != "" {
 			f = append(f, kv("from", v.From), kv("to", v.To))
+		}
+		if v.LostFrom > 0 {
+			f = append(f, kv("lost_from", v.LostFrom), kv("lost_to", v.LostTo))
+		}
+		if v.File != "" {
+			f = append(f, kv("file", v.File))
+		}
+		if v.Errors > 0 {
+			f = append(f, kv("errors", v.Errors))
+		}
+		if v.Error != "" {
+			f = append(f, kv("error", v.Error))
 		}
 		return f
 	}),

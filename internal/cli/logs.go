@@ -77,7 +77,7 @@ func (e *env) logsCmd() *cobra.Command {
 	f.StringVar(&o.Since, "since", "", "only lines newer than this: a duration (10m) or an RFC 3339 time")
 	f.BoolVarP(&o.Timestamps, "timestamps", "t", false, "print each line's time")
 	f.BoolVar(&o.Stderr, "stderr", false, "only stderr lines")
-	f.BoolVar(&o.Raw, "raw", false, "the bytes the program wrote, control sequences and all, even to a terminal")
+	f.BoolVar(&o.Raw, "raw", false, "the bytes the program wrote, control sequences and all, even to a terminal; a protocol agent's JSON-RPC lines in place of its transcript")
 	f.BoolVar(&o.JSON, "json", false, `JSON lines {"ts","id","stream","line"}`)
 	return cmd
 }

@@ -107,6 +107,7 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 		e.reloadCmd(), e.upgradeCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
 		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
 		e.screenCmd(), e.sendCmd(), e.attachCmd(), e.notifyCmd(),
+		e.promptCmd(), e.cancelCmd(), e.approveCmd(), e.denyCmd(),
 		e.completionCmd(), e.manCmd(), e.cgroupHoldCmd(),
 	)
 	e.addCompletions(root)

@@ -112,6 +112,22 @@ func writeStatus(w io.Writer, st *program.Status) error {
 	if len(st.Labels) > 0 {
 		line("labels", "%s", program.FormatLabels(st.Labels))
 	}
+	if st.Protocol != "" {
+		line("protocol", "%s", st.Protocol)
+		if st.SessionID != "" {
+			line("session", "%s", st.SessionID)
+		}
+		if w := st.Waiting; w != nil {
+			opts := make([]string, len(w.Options))
+			for i, o := range w.Options {
+				opts[i] = fmt.Sprintf("%s (%s: %s)", o.OptionID, o.Kind, o.Name)
+			}
+			line("waiting", "%s (%s), request %s: %s", w.Title, w.ToolKind, w.RequestID, strings.Join(opts, ", "))
+		}
+		if st.ProtocolErrors != nil && *st.ProtocolErrors > 0 {
+			line("not acp", "%d lines", *st.ProtocolErrors)
+		}
+	}
 	crashes := fmt.Sprint(st.CrashCount)
 	if st.Degraded {
 		crashes += " (degraded)"

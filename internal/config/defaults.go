@@ -41,6 +41,7 @@ func defaultSpec() program.Spec {
 		TtyCols:       defaultTTYCols,
 		TtyRows:       defaultTTYRows,
 		TtyHistory:    defaultTTYHistory,
+		Permission:    program.PermissionAsk,
 
 		Restart:      program.RestartAlways,
 		Autostart:    true,
@@ -95,6 +96,7 @@ var programKeys = []string{
 	"probe", "logs",
 	"labels",
 	"tty", "tty_size", "tty_history",
+	"protocol", "permission",
 }
 
 var (

@@ -31,6 +31,7 @@ func (d *programDecoder) decode(name string, path []string, v view, isProgram bo
 	d.environment(v, &s)
 	d.setLabels(v, &s.Labels)
 	d.terminal(v, &s)
+	d.protocol(v, &s)
 	d.lifecycle(v, &s)
 	d.crashes(v, &s)
 	d.memoryAndWedges(v, &s)

@@ -61,8 +61,7 @@ func (d *daemon) addProgram(spec program.Spec, source []byte) ([]string, error) 
 		return nil, err
 	}
 	if err := d.kept.PutDurable(spec.Name, source, !spec.RemoveOnExit); err != nil {
-		d.kept.Forget(spec.Name)
-		return nil, fmt.Errorf("keeping %s in %s: %w", spec.Name, d.kept.Path(), err)
+		return nil, fmt.Errorf("%w: keeping %s in %s: %w", program.ErrNotKept, spec.Name, d.kept.Path(), err)
 	}
 	ids, err := d.mgr.Add(spec)
 	if err != nil {
@@ -79,8 +78,8 @@ func (d *daemon) removeProgram(ctx context.Context, name string) error {
 	d.reloadMu.Lock()
 	wasKept, err := d.kept.ForgetDurable(name, !d.transient(name))
 	d.reloadMu.Unlock()
-	if err != nil {
-		d.note("forgetting %s in %s: %v", name, d.kept.Path(), err)
+	if err != nil { // still kept: a next daemon would bring it back, so it is not removed
+		return fmt.Errorf("%w: forgetting %s in %s: %w", program.ErrNotKept, name, d.kept.Path(), err)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -102,13 +101,19 @@ func (d *daemon) removeProgram(ctx context.Context, name string) error {
 // scaleProgram scales a program; a kept one keeps its new count.
 func (d *daemon) scaleProgram(ctx context.Context, name string, n int) ([]string, error) {
 	d.reloadMu.Lock()
-	if _, ok := d.mgr.Spec(name); ok {
+	spec, ok := d.mgr.Spec(name)
+	if ok {
 		if _, err := d.kept.SetInstances(name, n); err != nil {
-			d.note("keeping the scale of %s in %s: %v", name, d.kept.Path(), err)
+			d.reloadMu.Unlock()
+			return nil, fmt.Errorf("%w: keeping the scale of %s in %s: %w", program.ErrNotKept, name, d.kept.Path(), err)
 		}
 	}
-	d.reloadMu.Unlock()
-	return d.mgr.Scale(ctx, name, n)
+	d.reloadMu.Unlock() // not held while the scale waits for stops
+	ids, err := d.mgr.Scale(ctx, name, n)
+	if ok && errors.Is(err, program.ErrNotKept) {
+		_, _ = d.kept.SetInstances(name, spec.Instances) // the scale was refused: the kept count as it was
+	}
+	return ids, err
 }
 
 // loadKept reads programs.json and parses its programs with the config's

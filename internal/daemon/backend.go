@@ -111,6 +111,9 @@ func (b *backend) Readiness() program.Readiness {
 		}
 	}
 	r.Ready = r.ReadyN == r.Instances && b.d.started.Load()
+	if why := b.d.intentTrouble(); why != "" {
+		r.Ready, r.Why = false, why // decisions are refused meanwhile
+	}
 	return r
 }
 
@@ -189,6 +192,7 @@ func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 		return nil, err
 	}
 	rep.Tracking, rep.TrackingWhy = b.d.tracking, b.d.trackingWhy
+	rep.Advice = append(b.d.storageAdvice(), rep.Advice...) // what cannot be kept now comes first
 	rep.Advice = append(rep.Advice, b.d.damageAdvice()...)
 	if rep.Tracking != program.TrackingCgroup {
 		rep.Advice = append(rep.Advice, "runs are tracked by process group and tree, not cgroups ("+rep.TrackingWhy+

@@ -228,6 +228,9 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		Cgroups:    d.cgroups,
 		NotifyDrop: func(err error) { d.metrics.CountNotifyDrop(err) }, Tree: tree,
 		Detected: func(l time.Duration) { d.metrics.ObserveExitDetection(l) },
+		Turned:   func(s string, l time.Duration) { d.metrics.ObserveTurn(s, l) },
+		Answered: func(by string) { d.metrics.CountPermission(by) },
+		Version:  opts.Version,
 		Record:   d.record, Intents: d.intents, Keeper: d.keeper,
 	}, d.broker.Forget)
 	d.mgr.SetIntents(intents)
@@ -251,9 +254,11 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
+
+		StateWriteErrors: d.stateWriteErrors,
 	})
 	d.terminals = &terminals{d: d} // the API's Terminals, for its screen, input and attach routes
-	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals})
+	d.api = api.New(&backend{d: d}, eventSource{d.log}, api.Options{Version: opts.Version, Activity: d.trim.poke, Metrics: d.metrics.Handler(), Terminals: d.terminals, Protocols: &protocols{d: d}})
 	started = true
 	if testStarted != nil {
 		testStarted(d)
@@ -270,6 +275,7 @@ func (d *daemon) serve(ctx context.Context, up *upgradeIn) error {
 	bctx, stopBroker := context.WithCancel(context.Background())
 	defer stopBroker()
 	go d.broker.Run(bctx)
+	go d.watchStorage(bctx.Done())
 	d.sd = startSystemd(d)
 	defer d.sd.close()
 	defer d.trim.stop()

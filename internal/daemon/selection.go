@@ -179,6 +179,7 @@ func (b *backend) LogSources(sel string, labels program.LabelSelector) ([]logfil
 		if name, _, ok := program.SplitID(id); ok {
 			if spec, ok := b.d.mgr.Spec(name); ok {
 				src.TTY = spec.Tty // its log is read as text lines, not records
+				src.Protocol = spec.Protocol != program.ProtocolNone
 			}
 		}
 		out = append(out, src)

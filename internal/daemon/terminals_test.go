@@ -17,6 +17,7 @@ import (
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/keeper"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/roles"
 	"github.com/tend-sh/tend/internal/terminal"
 	"github.com/tend-sh/tend/internal/testutil"
 )
@@ -24,6 +25,7 @@ import (
 // The test binary is also a daemon of its own, for the tests that kill one
 // outright: TEND_DAEMON_TEST_UP names its config.
 func TestMain(m *testing.M) {
+	roles.Be() // the shim or the keeper, when this binary is re-executed as one
 	if conf := os.Getenv("TEND_DAEMON_TEST_UP"); conf != "" {
 		err := Run(context.Background(), Options{ConfigPath: conf, Stderr: os.Stderr})
 		if err != nil {

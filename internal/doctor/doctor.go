@@ -25,6 +25,10 @@ import (
 type Report struct {
 	program.DoctorReport
 	byName map[string]*ProgramReport
+	// storage: the degraded_storage events of the period, what the
+	// state directory could not keep for a while.
+	lostEvents uint64   // events the audit log lost (the gaps' sizes)
+	lostFiles  []string // the files that could not be written, once each
 }
 
 // ProgramReport is one program's part, with when each cause first and last
@@ -81,7 +85,14 @@ func (r *Report) scanFile(dir *statedir.Dir, name string) error {
 
 // Add counts one event if it falls in the report's period.
 func (r *Report) Add(e program.Event) {
-	if e.TS.Before(r.Since.Time) || e.TS.After(r.Until.Time) || e.Program == "" {
+	if e.TS.Before(r.Since.Time) || e.TS.After(r.Until.Time) {
+		return
+	}
+	if d, ok := e.Data.(*program.DaemonPhase); ok && d.Phase == program.PhaseDegradedStorage {
+		r.addStorage(d)
+		return
+	}
+	if e.Program == "" {
 		return
 	}
 	r.Events++
@@ -158,6 +169,55 @@ func (r *Report) finish() {
 		r.Programs = append(r.Programs, p.DoctorProgram)
 		r.Advice = append(r.Advice, p.advice()...)
 	}
+	if len(r.lostFiles) > 0 || r.lostEvents > 0 {
+		line := "the state directory could not be written for a while (" + strings.Join(r.lostFiles, ", ") + ")"
+		if r.lostEvents > 0 {
+			line += fmt.Sprintf("; %d events are missing from the audit log, each gap marked by a degraded_storage event", r.lostEvents)
+		}
+		r.Advice = append(r.Advice, line+": keep free space on its file system (docs/daemon.md#when-the-disk-fills)")
+	}
+}
+
+// addStorage counts a degraded_storage event.
+func (r *Report) addStorage(d *program.DaemonPhase) {
+	if d.LostTo >= d.LostFrom && d.LostFrom > 0 {
+		r.lostEvents += d.LostTo - d.LostFrom + 1
+	}
+	if d.File != "" && !slices.Contains(r.lostFiles, d.File) {
+		r.lostFiles = append(r.lostFiles, d.File)
+	}
+}
+
+// Storage words what the state directory cannot keep now (failing, from
+// its statedir.Health), one line each, most serious first: the intent
+// record, whose loss means operator decisions are refused.
+func Storage(failing []statedir.Failure, now time.Time) []string {
+	var out []string
+	for _, f := range failing {
+		out = append(out, fmt.Sprintf("cannot write %s since %s ago (%d failed writes, last: %v): %s",
+			f.File, now.Sub(f.Since).Round(time.Second), f.Errors, f.Err, StorageConsequence(f.File)))
+	}
+	return out
+}
+
+// StorageConsequence says what a file of the state directory that cannot
+// be written costs (docs/daemon.md#when-the-disk-fills).
+func StorageConsequence(file string) string {
+	switch file {
+	case "intent.json":
+		return "its journal, intent.json.log, still keeps every decision; free space in the state directory"
+	case "runs.json":
+		return "its journal, runs.json.log, still keeps every run; free space in the state directory"
+	case "intent.json.log":
+		return "operator decisions (start, stop, restart, scale) are refused with 507 until it can; policy verdicts may not survive a daemon crash; free space in the state directory"
+	case "runs.json.log":
+		return "a run started now may not be adopted by the next daemon after a crash; free space in the state directory"
+	case "programs.json":
+		return "tend add, rm and scale of added programs are refused until it can; free space in the state directory"
+	case "audit":
+		return "events still go out live, but the audit log misses them (the gap is marked once it can be written); free space in the state directory"
+	}
+	return "free space in the state directory"
 }
 
 // trouble ranks programs: giving up, then crashes, then memory drains and

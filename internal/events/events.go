@@ -30,6 +30,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -112,6 +113,18 @@ type Log struct {
 	closed  bool  // guarded by mu
 	err     error // the last append or prune error; guarded by mu
 
+	// The seq reservation (seqfile.go) and the range of seqs the audit
+	// log could not keep, not yet marked by a gap event; guarded by mu.
+	seqf     *os.File
+	reserved uint64
+	seqDirty bool
+	seqFirst uint64     // the first unmarked seq the file says, while dirty
+	lost     []seqRange // oldest first, each not yet named by a gap event
+	lostWhy  string
+	// writeFailing: the last append failed (the health is told when one
+	// succeeds again); guarded by mu.
+	writeFailing bool
+
 	published   atomic.Uint64
 	cutOffs     atomic.Uint64
 	writeErrors atomic.Uint64
@@ -166,6 +179,18 @@ func (l *Log) open() error {
 	if l.seq, err = lastSeq(l.dir, files); err != nil {
 		return err
 	}
+	n, dirty, first, serr := l.openSeqFile()
+	if serr != nil {
+		l.health().Failed(l.dir.Rel(seqName), serr) // seq is still the audit's; a loss now could reuse it
+	}
+	l.reserved, l.seqDirty, l.seqFirst = n, dirty, first
+	if dirty {
+		// A daemon died while events were lost: their seqs may have
+		// been handed out. Never again; the gap events say so.
+		if err := l.resumeLocked(n, first); err != nil {
+			return err
+		}
+	}
 	l.day = l.now().UTC().Format(dayLayout)
 	if n := len(files); n > 0 && files[n-1].day >= l.day {
 		l.day, l.part = files[n-1].day, files[n-1].Part
@@ -179,7 +204,16 @@ func (l *Log) open() error {
 			l.olderBytes += f.Size
 		}
 	}
-	return l.openPartLocked(l.day, l.part) // not shared yet
+	if err := l.openPartLocked(l.day, l.part); err != nil { // not shared yet
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, statedir.ErrNotRegular) {
+			return err // planted, not full: refused (docs/trust.md#state-directory)
+		}
+		// A full disk (its torn last line cannot be ended) must not keep
+		// the daemon from supervising: events go out live, the next
+		// Publish tries again, and the gap is marked once it can be.
+		l.writeFailedLocked(err)
+	}
+	return nil
 }
 
 // newLog applies the defaults of Options.
@@ -245,7 +279,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 	}
 	l.seq = e.Seq
 	e.JSON = line[:len(line):len(line)] // the append below must not write into what readers share
-	victims := l.appendLocked(e.TS, append(line, '\n'))
+	victims := l.appendLocked(e.Seq, e.TS, append(line, '\n'))
 	l.published.Add(1)
 	for _, s := range l.subs {
 		s.deliverLocked(e)
@@ -264,7 +298,7 @@ func (l *Log) Publish(e program.Event) program.Event {
 // or tear the last lines; readers skip a line that does not parse. It
 // returns the files the size cap now removes, for the caller to remove
 // once it has let go of mu.
-func (l *Log) appendLocked(ts time.Time, line []byte) (victims []string) {
+func (l *Log) appendLocked(seq uint64, ts time.Time, line []byte) (victims []string) {
 	switch day := ts.Format(dayLayout); {
 	case day > l.day:
 		victims = l.rotateLocked(day, 0)
@@ -275,17 +309,12 @@ func (l *Log) appendLocked(ts time.Time, line []byte) (victims []string) {
 			l.writeFailedLocked(err)
 		}
 	}
-	if l.f == nil {
+	if l.f == nil || !l.writeLineLocked(line) {
+		l.lostLocked(seq)
 		return victims
 	}
-	n, err := l.f.Write(line)
-	l.size += int64(n)
-	if err != nil {
-		// Part of the line may be in the file: drop the handle, so the
-		// next append reopens it and starts on a fresh line.
-		l.f.Close()
-		l.f = nil
-		l.writeFailedLocked(err)
+	if len(l.lost) > 0 {
+		l.gapsLocked()
 	}
 	return victims
 }
@@ -313,6 +342,8 @@ func (l *Log) rotateLocked(day string, part int) (victims []string) {
 func (l *Log) writeFailedLocked(err error) {
 	l.writeErrors.Add(1)
 	l.err = fmt.Errorf("events: audit log: %w", err)
+	l.writeFailing = true
+	l.health().Failed(l.healthName(), err)
 }
 
 // openPartLocked makes the file of day's part the one appended to. If the
@@ -504,6 +535,10 @@ func (l *Log) Close() error {
 	if l.f != nil {
 		err = l.f.Close()
 		l.f = nil
+	}
+	if l.seqf != nil {
+		l.seqf.Close()
+		l.seqf = nil
 	}
 	l.mu.Unlock()
 

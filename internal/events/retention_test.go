@@ -50,6 +50,7 @@ func TestRetentionRemovesOldFilesOnly(t *testing.T) {
 		"events-2026-12-16.jsonl", // opened for appending
 		"events-2026-13-45.jsonl",
 		"notes.txt",
+		"seq.next", // the seq reservation, never pruned
 	}
 	if got := dirNames(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("after Open:\n got %v\nwant %v", got, want)

@@ -68,7 +68,11 @@ func NewTable(o TableOptions, rows int) *PsTable {
 // or a name is the program's text, and a cell holds no control, not even
 // a newline or a tab, that could steer the terminal or break the table.
 func (t *PsTable) Add(st *program.Status) {
-	t.cells = append(t.cells, Escape(st.ID), Escape(st.State), Escape(st.Lifecycle), PID(st.PID), Uptime(st),
+	life := st.Lifecycle
+	if st.Waiting != nil {
+		life = "waiting" // a protocol agent's permission request waits for the operator (docs/protocol.md)
+	}
+	t.cells = append(t.cells, Escape(st.ID), Escape(st.State), Escape(life), PID(st.PID), Uptime(st),
 		RSS(st.RSSBytes), strconv.Itoa(st.CrashCount), Restarts(st.Restarts))
 	if t.o.Labels {
 		t.cells = append(t.cells, Escape(orDash(program.FormatLabels(st.Labels))))

@@ -7,9 +7,9 @@
 //
 // The keeper is a small process of tend's own: the daemon re-executes its
 // own binary (/proc/self/exe) with argv[0] "tend-keeper" and the marker
-// variable TEND_KEEPER, and this package's init turns that process into the
-// keeper before anything else runs, in tend and in any test binary that
-// links the daemon, as the exec shim does. It runs in a session of its
+// variable TEND_KEEPER, and main (internal/roles) turns that process into
+// the keeper with MaybeServe before anything else runs, as it does the
+// exec shim; so does the TestMain of any test binary that starts keepers. It runs in a session of its
 // own, in the daemon's own cgroup (never a run's), and holds nothing but
 // the standard streams on /dev/null, the listening socket the daemon made
 // (state_dir/keep.sock, a SOCK_SEQPACKET unix socket, its descriptor 3,

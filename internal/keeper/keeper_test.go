@@ -17,6 +17,11 @@ import (
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
+func TestMain(m *testing.M) {
+	MaybeServe() // this binary re-executed as the keeper (startKeeper)
+	os.Exit(m.Run())
+}
+
 // startKeeper runs this test binary as a keeper on a new socket in a new
 // state directory, as the daemon does, and returns it with a connection to
 // it, as the daemon that started it would make.

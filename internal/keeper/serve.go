@@ -10,7 +10,12 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 )
 
-func init() {
+// MaybeServe becomes the keeper, and exits when the keeper is done, when
+// this process was started as one (argv[0] "tend-keeper" and the marker
+// variable); otherwise it returns at once. main calls it first
+// (internal/roles), and so does the TestMain of every test binary that
+// starts a keeper: the keeper is that binary, re-executed.
+func MaybeServe() {
 	if len(os.Args) > 0 && os.Args[0] == Arg0 && os.Getenv(Marker) != "" {
 		closeInherited(ListenFD, DirFD)
 		os.Exit(serve(ListenFD, DirFD, firstGrace))

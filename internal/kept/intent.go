@@ -50,6 +50,11 @@ type Intent struct {
 	// is that stop's, never a crash, also when a daemon killed meanwhile
 	// leaves it to the next one (docs/daemon.md#damaged-records).
 	Retiring bool `json:"retiring,omitempty"`
+	// Session is a protocol agent's session (docs/protocol.md#resume):
+	// the next run continues it with session/load; Turn the prompt whose
+	// turn was under way, ended by the next daemon.
+	Session string `json:"session,omitempty"`
+	Turn    string `json:"turn,omitempty"`
 }
 
 // IsProgram says whether r is a program's record (else an instance's).
@@ -181,18 +186,35 @@ func (k *Intents) Get(id string) (Intent, bool) {
 }
 
 // Sync writes every record put so far to the journal and flushes it to
-// disk: an operator's decision, before the API answers it.
-func (k *Intents) Sync() {
-	if k != nil {
-		k.t.Sync()
+// disk, or says why it could not.
+func (k *Intents) Sync() error {
+	if k == nil {
+		return nil
 	}
+	return k.t.Sync()
+}
+
+// Commit records rs as one decision, durably (written and flushed to
+// disk) before it returns nil: an operator's decision or a policy's
+// verdict, which the daemon acts on or announces only then
+// (docs/daemon.md#when-the-disk-fills). The error (wrapping
+// program.ErrNotKept) means nothing of rs was recorded. While the record
+// is frozen (a clean stop, an upgrade) it records nothing and returns nil.
+func (k *Intents) Commit(rs ...Intent) error {
+	if k == nil || k.frozen.Load() || len(rs) == 0 {
+		return nil
+	}
+	if err := k.t.Commit(rs...); err != nil {
+		return fmt.Errorf("%w: %s: %w", program.ErrNotKept, IntentFile, err)
+	}
+	return nil
 }
 
 // Write writes every record put so far to the journal, without the flush:
 // what must survive a kill of the daemon, at the pace of a loop.
 func (k *Intents) Write() {
 	if k != nil {
-		k.t.Write()
+		_ = k.t.Write() // what it cannot write stays pending; the health reports it
 	}
 }
 
@@ -204,7 +226,7 @@ func (k *Intents) Write() {
 func (k *Intents) Freeze() {
 	if k != nil {
 		k.frozen.Store(true)
-		k.t.Sync()
+		_ = k.t.Sync() // what it cannot write is the health's to report
 	}
 }
 

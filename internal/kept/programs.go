@@ -234,13 +234,21 @@ func (k *Programs) PutDurable(name string, body []byte, durable bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := entry{Name: name, Body: slices.Clone(body)}
+	was, wasAside := slices.Clone(k.list), k.aside[name]
 	if i := k.index(name); i >= 0 {
 		k.list[i] = p
 	} else {
 		k.list = append(k.list, p)
 	}
 	delete(k.aside, name)
-	return k.saveLockedDurable(durable)
+	if err := k.saveLockedDurable(durable); err != nil {
+		k.list = was // not kept, so not changed (docs/daemon.md#when-the-disk-fills)
+		if wasAside {
+			k.aside[name] = true
+		}
+		return err
+	}
+	return nil
 }
 
 // Forget drops a kept program; false if there was none of that name.
@@ -254,9 +262,17 @@ func (k *Programs) ForgetDurable(name string, durable bool) (bool, error) {
 	if i < 0 {
 		return false, nil
 	}
+	was, wasAside := slices.Clone(k.list), k.aside[name]
 	k.list = slices.Delete(k.list, i, i+1)
 	delete(k.aside, name)
-	return true, k.saveLockedDurable(durable)
+	if err := k.saveLockedDurable(durable); err != nil {
+		k.list = was // not kept, so not changed
+		if wasAside {
+			k.aside[name] = true
+		}
+		return true, err
+	}
+	return true, nil
 }
 
 // SetInstances records a kept program's instance count (tend scale); false
@@ -268,8 +284,13 @@ func (k *Programs) SetInstances(name string, n int) (bool, error) {
 	if i < 0 {
 		return false, nil
 	}
+	was := k.list[i].Instances
 	k.list[i].Instances = &n
-	return true, k.saveLocked()
+	if err := k.saveLocked(); err != nil {
+		k.list[i].Instances = was // not kept, so not changed
+		return true, err
+	}
+	return true, nil
 }
 
 // index is the position of name in the list, or -1; the caller holds mu.

@@ -31,6 +31,10 @@ type Cursor struct {
 	srcs   []Source
 	pos    []position
 	stderr bool
+	raw    bool
+	// reading: the source readNew reads now is a protocol instance's
+	// (Source.Protocol); the cursor's user reads it from one goroutine.
+	reading bool
 
 	once sync.Once
 	ch   chan struct{} // woken by the writers of the sources, once C was called
@@ -86,6 +90,7 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 // readNew reads what source s gained after p, up to followBudget bytes,
 // and moves p on. all says it read to the end.
 func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
+	c.reading = s.Protocol
 	set, from, off, gen, found := openFrom(s.Log, p)
 	defer closeSet(set)
 	// From the cursor's file to the current one, read as one stream: a
@@ -205,7 +210,7 @@ func (c *Cursor) scanForward(id string, r io.ReaderAt, off, limit int64, out *[]
 
 func (c *Cursor) add(id string, line []byte, out *[]Entry) {
 	r := parseLine(line)
-	if c.stderr && r.Stream != Stderr {
+	if !wants(&r, c.stderr, c.raw, c.reading) {
 		return
 	}
 	r.Line = bytes.Clone(r.Line)

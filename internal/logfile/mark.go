@@ -24,7 +24,7 @@ func (c *Cursor) Mark() string {
 // names; the others are left out, so a follower goes on with what it
 // followed. A source whose marked file was rotated out since goes on from
 // its oldest file kept.
-func Resume(srcs []Source, mark string, stderr bool) (*Cursor, error) {
+func Resume(srcs []Source, mark string, stderr, raw bool) (*Cursor, error) {
 	at := map[string]position{}
 	for part := range strings.SplitSeq(mark, ",") {
 		f := strings.Split(part, "/")
@@ -38,7 +38,7 @@ func Resume(srcs []Source, mark string, stderr bool) (*Cursor, error) {
 		}
 		at[f[0]] = position{ino: ino, off: off}
 	}
-	c := &Cursor{stderr: stderr}
+	c := &Cursor{stderr: stderr, raw: raw}
 	for _, s := range srcs {
 		p, ok := at[s.ID]
 		if !ok {

@@ -24,7 +24,7 @@ func TestResumeFromAMark(t *testing.T) {
 	other := New(d, "o-0", Options{MaxSize: 4096, MaxFiles: 5, Writer: true})
 	numbered(t, other, 0, 3, Stdout)
 	numbered(t, after, 70, 10, Stdout)
-	res, err := Resume([]Source{{ID: "o:0", Log: other}, {ID: "w:0", Log: after}}, mark, false)
+	res, err := Resume([]Source{{ID: "o:0", Log: other}, {ID: "w:0", Log: after}}, mark, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestResumeFromAMark(t *testing.T) {
 		t.Errorf("resumed up to seq %d, want 80", next)
 	}
 	for _, bad := range []string{"", "w:0", "w:0/1", "w:0/x/0", "w:0/1/-1", "w:0/1/0,"} {
-		if _, err := Resume(nil, bad, false); err == nil {
+		if _, err := Resume(nil, bad, false, false); err == nil {
 			t.Errorf("mark %q: no error", bad)
 		}
 	}

@@ -14,6 +14,9 @@ type Source struct {
 	ID  string // the instance, NAME:K
 	Log *Log
 	TTY bool // the instance runs in a terminal: its records are mostly stream tty
+	// Protocol: the instance speaks a protocol on its stdio: its stdout
+	// records are the transcript, its JSON-RPC lines stream Protocol.
+	Protocol bool
 }
 
 // Entry is a record of one source, as Read and Cursor hand them on.
@@ -28,14 +31,34 @@ type Query struct {
 	Tail   int       // at most this many, the newest over every source together; < 0 = no bound
 	Since  time.Time // only records at or after this time; zero = any
 	Stderr bool      // only stderr records (also when following)
+	// Raw: a protocol instance's JSON-RPC lines (stream Protocol) in
+	// place of its transcript; without it they are left out.
+	Raw bool
+
+	protocol bool // the source read now is a protocol instance's
 }
 
 // match says whether q wants r, Tail aside.
 func (q Query) match(r *Record) bool {
-	if q.Stderr && r.Stream != Stderr {
+	if !wants(r, q.Stderr, q.Raw, q.protocol) {
 		return false
 	}
 	return q.Since.IsZero() || (!r.TS.IsZero() && !r.TS.Before(q.Since))
+}
+
+// wants says whether a reader wants record r of a source: with stderr only
+// stderr; a protocol instance's JSON-RPC lines only with raw, and then in
+// place of its transcript (docs/protocol.md#the-transcript).
+func wants(r *Record, stderr, raw, protocol bool) bool {
+	switch {
+	case stderr:
+		return r.Stream == Stderr
+	case r.Stream == Protocol:
+		return raw
+	case raw && protocol && r.Stream == Stdout:
+		return false
+	}
+	return true
 }
 
 // parseLine is Parse for a reader: a line not in record form is shown as

@@ -44,6 +44,9 @@ const (
 	Stderr
 	Tend
 	TTY
+	// Protocol is a JSON-RPC line of a protocol run's, as it went over
+	// the wire (docs/protocol.md#the-transcript): shown by --raw only.
+	Protocol
 )
 
 // String is the stream's name in the API's JSON: stdout, stderr, tend or
@@ -56,6 +59,8 @@ func (s Stream) String() string {
 		return "stderr"
 	case TTY:
 		return "tty"
+	case Protocol:
+		return "acp"
 	}
 	return "tend"
 }
@@ -69,6 +74,8 @@ func (s Stream) token() string {
 		return "err"
 	case TTY:
 		return "tty"
+	case Protocol:
+		return "acp"
 	}
 	return "tend"
 }
@@ -165,6 +172,8 @@ func Parse(line []byte) (Record, error) {
 		r.Stream, rest = Tend, rest[5:]
 	case len(rest) >= 4 && string(rest[:4]) == "tty ":
 		r.Stream, rest = TTY, rest[4:]
+	case len(rest) >= 4 && string(rest[:4]) == "acp ":
+		r.Stream, rest = Protocol, rest[4:]
 	default:
 		return r, errNotRecord
 	}

@@ -19,7 +19,7 @@ import (
 // whatever the size of the files it looks through; it holds a source's
 // files open only while it reads them.
 func Read(srcs []Source, q Query, fn func(*Entry) error) (*Cursor, error) {
-	c := &Cursor{srcs: srcs, pos: make([]position, len(srcs)), stderr: q.Stderr}
+	c := &Cursor{srcs: srcs, pos: make([]position, len(srcs)), stderr: q.Stderr, raw: q.Raw}
 	tails := make([]kept, 0, len(srcs))
 	total := 0
 	var floor int64 = math.MinInt64 // older than the oldest kept: no use reading on
@@ -42,6 +42,7 @@ func Read(srcs []Source, q Query, fn func(*Entry) error) (*Cursor, error) {
 			if len(st.parts) > 0 {
 				start = min(orphanEnd(st.parts[0].r, st.parts[0].size), end)
 			}
+			q.protocol = src.Protocol
 			k := tail(st, start, end, q, floor)
 			k.src = i
 			total += len(k.at)

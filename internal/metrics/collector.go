@@ -70,6 +70,8 @@ var (
 		"Events published (numbered, logged and fanned out) since the daemon started.", nil, nil)
 	descCutOff = prometheus.NewDesc("tend_event_subscribers_cut_off_total",
 		"Event stream subscribers cut off because their buffer was full; each resumes with since=SEQ.", nil, nil)
+	descStateWriteErrors = prometheus.NewDesc("tend_state_write_errors_total",
+		"Writes to the state directory that failed (a full disk, an I/O error), by file; docs/daemon.md#when-the-disk-fills.", []string{"file"}, nil)
 	descTurnWaits = prometheus.NewDesc("tend_instances_waiting_for_turn",
 		"Instances whose stop or restart waits for their agent's turn to end (turn_grace).", nil, nil)
 )
@@ -89,7 +91,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS, descPeak,
 		descStart, descExitCode, descExitSignal, descExitTime, descExitInfo,
-		descOrphans, descPublished, descCutOff, descTurnWaits,
+		descOrphans, descPublished, descCutOff, descTurnWaits, descStateWriteErrors,
 		descInstances, descLifecycles, descPrograms, descTransient,
 	} {
 		ch <- d
@@ -115,6 +117,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	collectCounter(ch, descOrphans, c.src.OrphansReaped)
 	collectCounter(ch, descPublished, c.src.EventsPublished)
 	collectCounter(ch, descCutOff, c.src.SubscribersCut)
+	if c.src.StateWriteErrors != nil {
+		for file, n := range c.src.StateWriteErrors() {
+			ch <- prometheus.MustNewConstMetric(descStateWriteErrors, prometheus.CounterValue, float64(n), file)
+		}
+	}
 }
 
 // list is how the scrape reads the fleet: with its processes when it sends

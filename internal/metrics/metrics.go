@@ -39,6 +39,9 @@ type Source struct {
 	OrphansReaped   func() uint64             // reaper.Orphans
 	EventsPublished func() uint64             // events.Log.Published
 	SubscribersCut  func() uint64             // events.Log.CutOffs
+	// StateWriteErrors: failed writes to the state directory by file
+	// (statedir.Health.Errors, the audit log's from events.Log.WriteErrors).
+	StateWriteErrors func() map[string]uint64
 }
 
 // Metrics is tend's registry: the tend collector, the exit-detection
@@ -55,6 +58,7 @@ type Metrics struct {
 	// a series that appears with its first drop misses that drop). The map
 	// is read-only after New; the counters are safe for concurrent use.
 	notifyDropped map[string]prometheus.Counter
+	proto         *protocolMetrics
 }
 
 // exitDetectionBuckets run from 50µs to ~100ms, doubling: the reaper's path
@@ -82,6 +86,9 @@ func New(src Source) *Metrics {
 	}
 	fleet, counters := newFleetCounters()
 	m.fleet = fleet
+	proto, pcs := newProtocolMetrics()
+	m.proto = proto
+	counters = append(counters, pcs...)
 	shared := append([]prometheus.Collector{
 		m.exitDetection,
 		drops,

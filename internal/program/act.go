@@ -39,6 +39,9 @@ type Readiness struct {
 	Instances int      `json:"instances"`           // instances that should run
 	ReadyN    int      `json:"ready_instances"`     // of those, running and ready
 	NotReady  []string `json:"not_ready,omitempty"` // ids of the others (only to trusted callers)
+	// Why: not ready for a reason of the daemon's own (the intent record
+	// cannot be written: docs/daemon.md#when-the-disk-fills).
+	Why string `json:"why,omitempty"`
 }
 
 // RemoveOptions qualify the removal of a program (tend rm, DELETE

@@ -14,4 +14,8 @@ var (
 	// resources (a cgroup it could not make, descriptors, memory): the
 	// daemon_resources rule of docs/restarts.md#daemon-resources, never the program's crash.
 	ErrResources = errors.New("the daemon is short of resources")
+	// ErrNotKept marks a decision the daemon could not journal in its
+	// state directory (a full disk, an I/O error): it was refused and
+	// changed nothing. API 507 when the disk is full, else 503.
+	ErrNotKept = errors.New("not journaled, so not done")
 )

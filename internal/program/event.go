@@ -51,6 +51,9 @@ const (
 	PhaseStopped  = "stopped"
 	PhaseAdopted  = "adopted"
 	PhaseUpgraded = "upgraded" // the daemon re-executed itself in place (tend upgrade), from one version to another
+	// PhaseDegradedStorage: the state directory could not be written for a
+	// while and now can (docs/events.md#degraded_storage): what was lost.
+	PhaseDegradedStorage = "degraded_storage"
 )
 
 // TimeFormat is how every timestamp is written: RFC 3339, UTC, milliseconds.
@@ -175,6 +178,17 @@ type (
 		// cgroups lack (docs/events.md, docs/containment.md).
 		Tracking    string `json:"tracking,omitempty"`
 		TrackingWhy string `json:"tracking_why,omitempty"`
+		// With PhaseDegradedStorage: either the seqs of the events the
+		// audit log could not keep (LostFrom to LostTo, both included),
+		// or a file of the state directory (File, under it) that could
+		// not be written from Since until this event, with Errors failed
+		// writes; and Error, the last error.
+		LostFrom uint64 `json:"lost_from,omitempty"`
+		LostTo   uint64 `json:"lost_to,omitempty"`
+		File     string `json:"file,omitempty"`
+		Errors   uint64 `json:"errors,omitempty"`
+		Since    *Time  `json:"since,omitempty"`
+		Error    string `json:"error,omitempty"`
 	}
 )
 
@@ -195,6 +209,8 @@ var kinds = []struct {
 	{KindGaveUp, func() any { return &GaveUp{} }},
 	{KindStatusChanged, func() any { return &Status{} }},
 	{KindTrackedChanged, func() any { return &TrackedChanged{} }},
+	{KindTurn, func() any { return &Turn{} }},
+	{KindPermission, func() any { return &Permission{} }},
 	{KindDaemon, func() any { return &DaemonPhase{} }},
 }
 

@@ -58,6 +58,19 @@ const (
 	ReadyNotify = "notify" // running only after READY=1 on the notify socket
 )
 
+// Protocols a program's stdio may speak (docs/protocol.md).
+const (
+	ProtocolNone = ""    // stdout is output, stdin is /dev/null
+	ProtocolACP  = "acp" // the Agent Client Protocol: tend is the client
+)
+
+// Permission policies of a protocol agent (docs/protocol.md#permissions).
+const (
+	PermissionAsk   = "ask"   // each request waits for the operator
+	PermissionAllow = "allow" // answered at once with the first allow option
+	PermissionDeny  = "deny"  // answered at once with the first reject option
+)
+
 // Spec is one program, fully defaulted and validated: the config package
 // produces it, nothing downstream needs to know about defaults. Durations of
 // zero mean "off" where the field says so.
@@ -80,6 +93,14 @@ type Spec struct {
 	TtyCols, TtyRows int
 	TtyHistory       int               // lines kept above the screen (default 2000; 0 keeps none)
 	Labels           map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
+	// Protocol is what tend speaks on the run's stdin and stdout:
+	// ProtocolNone (the default, nothing) or ProtocolACP, the Agent Client
+	// Protocol (docs/protocol.md); never with Tty, and it makes the program
+	// an agent. Permission is how a protocol agent's permission requests are
+	// answered: PermissionAsk (put to the operator, the default),
+	// PermissionAllow or PermissionDeny (at once, by that policy).
+	Protocol   string
+	Permission string
 
 	// RemoveOnExit: the program is removed (with its logs, cgroup and
 	// records) once every instance has ended and will not restart. Set

@@ -142,9 +142,16 @@ type Status struct {
 	// SampledAt is when processes and rss_bytes were read: a single status
 	// reads them as it is computed, a listing may answer from samples a few
 	// seconds old (docs/status.md#processes-and-tracking). null without a run.
-	SampledAt  Time `json:"sampled_at"`
-	TTY        *TTY `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
-	ComputedAt Time `json:"computed_at"`
+	SampledAt Time `json:"sampled_at"`
+	TTY       *TTY `json:"tty,omitempty"` // a tty instance's terminal; absent without tty
+	// Protocol agents (docs/protocol.md): the protocol, the session the
+	// instance continues, the permission request it waits on (null when
+	// none), and the lines of its stdout that were not the protocol.
+	Protocol       string   `json:"protocol,omitempty"`
+	SessionID      string   `json:"session_id,omitempty"`
+	Waiting        *Waiting `json:"waiting,omitempty"`
+	ProtocolErrors *int64   `json:"protocol_errors,omitempty"`
+	ComputedAt     Time     `json:"computed_at"`
 }
 
 // Alive reports whether a run is in place (its process has not been reaped).
@@ -170,6 +177,19 @@ type Snapshot struct {
 	// TTY, set for a tty instance, reads its terminal's part of the status
 	// now (the screen changes without the supervisor knowing).
 	TTY func() *TTY
+	// Protocol, set for a protocol instance, reads what its connection
+	// knows now (the open request, the count of bad lines); ProtocolWhy is
+	// why the protocol ended the last run, when it did (fatal or a crash).
+	Protocol    func() ProtocolReport
+	ProtocolWhy string
+}
+
+// ProtocolReport is a protocol instance's connection as the status shows it.
+type ProtocolReport struct {
+	SessionID string
+	Waiting   *Waiting
+	Errors    int64
+	Starting  string // what the connection waits for before it is ready ("" once ready)
 }
 
 // Members is a sample of a run's processes.

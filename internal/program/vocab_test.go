@@ -23,7 +23,7 @@ func TestKindsDecodeToTheirPayloads(t *testing.T) {
 	if _, generic := payloadFor("future_kind").(*map[string]any); !generic {
 		t.Error("an unknown kind has a payload type")
 	}
-	if len(seen) != 11 {
+	if len(seen) != 13 {
 		t.Errorf("%d kinds: %v", len(seen), Kinds())
 	}
 }

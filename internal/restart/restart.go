@@ -27,6 +27,11 @@ const (
 	IntentStop                          // `tend stop`, `tend rm`, reload or daemon shutdown
 	IntentRSSDrain                      // drained for passing max_rss
 	IntentStartTimeout                  // no READY=1 within start_timeout
+	// A protocol agent's connection failed (docs/protocol.md#bad-input):
+	// a crash (a message over 8 MiB, a session refused); or, for an agent
+	// that needs authentication, the end: fatal at once, no crash loop.
+	IntentProtocolCrash
+	IntentProtocolFatal
 )
 
 // Next is what the supervisor does after an end.
@@ -87,8 +92,11 @@ func Decide(s *program.Spec, h *History, end program.Exit, intent Intent, now ti
 		h.wedge.add(now)
 	case intent == IntentOperatorRestart || intent == IntentWedgeRestart:
 		decideIntentional(h, intent, now, &d)
-	case intent == IntentStartTimeout:
+	case intent == IntentStartTimeout || intent == IntentProtocolCrash:
 		decideCrash(s, h, end, rnd, &d)
+	case intent == IntentProtocolFatal:
+		d.Next = NextFatal
+		d.GaveUp = &program.GaveUp{CrashCount: h.CrashCount, Max: s.HardMaxCrashes}
 	case resources:
 		decideResources(s, h, rnd, &d)
 	case fatalCode(s, end):
@@ -232,6 +240,8 @@ func Cause(s *program.Spec, end program.Exit, intent Intent) string {
 		return program.CauseRSSWatchdog
 	case IntentStartTimeout:
 		return program.CauseStartTimeout
+	case IntentProtocolCrash, IntentProtocolFatal:
+		return program.CauseUnknown // the status's why says what the protocol found
 	}
 	switch {
 	case end.OOMKilled:

@@ -335,7 +335,7 @@ func (w *writer) write(o *Output, buf []byte) {
 			}
 			continue
 		}
-		if s == logfile.Tend {
+		if s == logfile.Tend || s == logfile.Protocol {
 			if err := log.Add(logfile.Record{TS: ts, Stream: s, Line: data}); err != nil {
 				errs = append(errs, err)
 			}

@@ -23,10 +23,14 @@ import (
 // time of the last byte read, which the idle-output watchdog and the agent
 // turn tracker read. See Capture.
 type Output struct {
-	c    *Capture // nil: output is discarded
-	id   string
-	e    *entry
-	last atomic.Int64 // unix nanos of the last byte read; 0 = never
+	c  *Capture // nil: output is discarded
+	id string
+	// protocol: the instance's runs speak a protocol on stdout, which the
+	// protocol client reads (protocol.go); set by NewOutput's caller
+	// before any run, then read-only.
+	protocol bool
+	e        *entry
+	last     atomic.Int64 // unix nanos of the last byte read; 0 = never
 
 	mu      sync.Mutex // guards the fields below; taken by the epoll handlers
 	pend    []byte     // frames read and not yet taken by the writer
@@ -132,7 +136,7 @@ func (o *Output) Close() error {
 	<-o.flushed
 	if d := o.c.opts.FIFO; d != nil {
 		base := baseName(o.id)
-		for _, name := range []string{base + ".out", base + ".err", base} {
+		for _, name := range []string{base + ".out", base + ".err", base + ".in", base} {
 			_ = d.Remove(name)
 		}
 	}

@@ -66,7 +66,7 @@ type child struct {
 
 func startChild(t *testing.T, o *Output, script string) *child {
 	t.Helper()
-	p, err := o.openRun()
+	p, err := o.openRun(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestRunEndedBeforeItsPipesAreWatched(t *testing.T) {
 			}
 			o := NewOutput(r.c, "early:0", smallLogs)
 			t.Cleanup(func() { o.Close() })
-			p, err := o.openRun()
+			p, err := o.openRun(false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -546,7 +546,7 @@ func TestWatchRunError(t *testing.T) {
 	r := newRig(t, CaptureOptions{})
 	o := NewOutput(r.c, "bad:0", smallLogs)
 	t.Cleanup(func() { o.Close() })
-	p, err := o.openRun()
+	p, err := o.openRun(false)
 	if err != nil {
 		t.Fatal(err)
 	}

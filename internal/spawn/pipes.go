@@ -19,6 +19,11 @@ import (
 type runPipes struct {
 	stdout, stderr *os.File   // the write ends
 	reads          [2]readEnd // the read ends; fd -1: none (output discarded) or taken
+	// A protocol run's (docs/protocol.md): its stdin, and the daemon's
+	// ends of its stdin and stdout, which the protocol client takes
+	// instead of the log (reads[0] is then not watched).
+	stdin             *os.File
+	protoIn, protoOut *os.File
 }
 
 type readEnd struct {
@@ -27,8 +32,12 @@ type readEnd struct {
 }
 
 // openRun opens a new run's pipes. The caller forks, then calls watchRun.
-func (o *Output) openRun() (*runPipes, error) {
+// A protocol run's stdout always has a pipe, its stdin one too.
+func (o *Output) openRun(protocol bool) (*runPipes, error) {
 	p := &runPipes{reads: [2]readEnd{{fd: -1}, {fd: -1}}}
+	if protocol {
+		return p, o.openProtocol(p)
+	}
 	if o.c == nil {
 		var err error
 		if p.stdout, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
@@ -60,6 +69,11 @@ func (o *Output) openRun() (*runPipes, error) {
 // be read.
 func (o *Output) watchRun(p *runPipes) error {
 	var errs []error
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.protoOut = os.NewFile(uintptr(p.reads[0].fd), o.fifoName(logfile.Stdout))
+		p.reads[0].fd = -1
+	}
 	for i := range p.reads {
 		if r := p.reads[i]; r.fd >= 0 {
 			p.reads[i].fd = -1
@@ -131,6 +145,7 @@ func openFIFO(dir *statedir.Dir, name string, flag int) (int, error) {
 }
 
 // Attach reads on from the FIFOs of a run adopted from an earlier daemon
+// (a protocol run's stderr only: its stdout is the protocol client's)
 // (and from the single FIFO of a daemon from before stdout and stderr had
 // one each).
 func (o *Output) Attach() error {
@@ -142,6 +157,9 @@ func (o *Output) Attach() error {
 		name string
 		s    logfile.Stream
 	}{{o.fifoName(logfile.Stdout), logfile.Stdout}, {o.fifoName(logfile.Stderr), logfile.Stderr}, {baseName(o.id), logfile.Stdout}} {
+		if o.protocol && f.s == logfile.Stdout {
+			continue // the protocol client's (AttachProtocol)
+		}
 		rfd, err := openFIFO(o.c.opts.FIFO, f.name, unix.O_RDONLY|unix.O_NONBLOCK)
 		if errors.Is(err, unix.ENOENT) {
 			continue

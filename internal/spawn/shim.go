@@ -25,9 +25,9 @@ package spawn
 // never reaches the run's owner, and Start returns the same error it
 // returns for a direct exec that fails (ENOENT, EACCES, ENOEXEC...).
 //
-// The shim is triggered from init, so it works in every binary that links
-// this package (tend, and the test binaries that run the daemon
-// in-process). It costs the start of a Go runtime (a few milliseconds to a
+// main becomes the shim with MaybeShim (internal/roles) before anything
+// else runs, and so does the TestMain of every test binary that runs the
+// daemon in-process. It costs the start of a Go runtime (a few milliseconds to a
 // few tens on a busy machine), which is why only programs with `watchdog`
 // pay it.
 
@@ -75,7 +75,12 @@ const (
 	watchdogPIDVar  = "WATCHDOG_PID"
 )
 
-func init() {
+// MaybeShim becomes the exec shim, and never returns, when this process
+// was started as one (argv[0] "tend-exec-shim" and the marker variable);
+// otherwise it returns at once. main calls it first (internal/roles), and
+// so does the TestMain of every test binary that starts runs: the shim is
+// that binary, re-executed.
+func MaybeShim() {
 	if fd, ok := syscall.Getenv(shimVar); ok && len(os.Args) >= 3 && os.Args[0] == shimArg0 {
 		runShim(fd, os.Args[1], os.Args[2:])
 	}

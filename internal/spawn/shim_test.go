@@ -29,6 +29,7 @@ import (
 const childEnv = "TEND_SPAWN_CHILD"
 
 func TestMain(m *testing.M) {
+	MaybeShim() // this binary re-executed as the shim
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(fakeRun(mode))
 	}

@@ -111,6 +111,9 @@ type Request struct {
 	// terminal hands what it reads to Out.TTYOutput). The caller keeps it
 	// until Start (or Wait) returns, and closes it.
 	TTY *os.File
+	// Protocol: the run's stdin and stdout are the daemon's, for the
+	// protocol client (docs/protocol.md); Pending.Protocol hands them over.
+	Protocol bool
 }
 
 var (
@@ -222,6 +225,18 @@ func (p *Pending) Wait() (int, error) {
 	return pid, nil
 }
 
+// Protocol hands over the daemon's ends of a protocol run's stdin (to
+// write) and stdout (to read), once Wait has returned a pid; nil without
+// Request.Protocol. The caller owns them.
+func (p *Pending) Protocol() (stdin, stdout *os.File) {
+	if p.pipes == nil {
+		return nil, nil
+	}
+	in, out := p.pipes.protoIn, p.pipes.protoOut
+	p.pipes.protoIn, p.pipes.protoOut = nil, nil
+	return in, out
+}
+
 // watchRun is Output.watchRun; tests make it fail.
 var watchRun = (*Output).watchRun
 
@@ -244,11 +259,15 @@ func runFiles(req Request, null *os.File, cred *syscall.Credential) (files []uin
 		}
 		return []uintptr{fd, fd, fd}, nil, nil
 	}
-	pipes, err = req.Out.openRun()
+	pipes, err = req.Out.openRun(req.Protocol)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []uintptr{null.Fd(), pipes.stdout.Fd(), pipes.stderr.Fd()}, pipes, nil
+	in := null.Fd()
+	if pipes.stdin != nil {
+		in = pipes.stdin.Fd()
+	}
+	return []uintptr{in, pipes.stdout.Fd(), pipes.stderr.Fd()}, pipes, nil
 }
 
 // lookPath resolves argv[0] like a shell would, with the run's own PATH; a

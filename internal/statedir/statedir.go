@@ -40,8 +40,10 @@ import (
 // safe for concurrent use (they are single system calls on an fd that stays
 // open until Close).
 type Dir struct {
-	path string
-	fd   int
+	path   string
+	fd     int
+	health *Health // shared by the directory and its subdirectories
+	prefix string  // the directory's path under the state directory, "" or "audit/", for Health's file names
 }
 
 // ErrUnsafe is wrapped by the refusal of a directory tend must not trust.
@@ -71,7 +73,7 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, refuseOpen(abs, err)
 	}
-	d := &Dir{path: abs, fd: fd}
+	d := &Dir{path: abs, fd: fd, health: newHealth()}
 	if err := d.check(); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -122,6 +124,13 @@ func (d *Dir) Join(name string) string { return filepath.Join(d.path, name) }
 // FD is the directory's descriptor, for *at system calls of other packages.
 func (d *Dir) FD() int { return d.fd }
 
+// Health is what the writers of the state directory report (shared by
+// its subdirectories).
+func (d *Dir) Health() *Health { return d.health }
+
+// Rel is name as Health names it: its path under the state directory.
+func (d *Dir) Rel(name string) string { return d.prefix + name }
+
 // Close closes the directory's descriptor.
 func (d *Dir) Close() error { return unix.Close(d.fd) }
 
@@ -138,7 +147,7 @@ func (d *Dir) Sub(name string) (*Dir, error) {
 	if err != nil {
 		return nil, refuseOpen(d.Join(name), err)
 	}
-	s := &Dir{path: d.Join(name), fd: fd}
+	s := &Dir{path: d.Join(name), fd: fd, health: d.health, prefix: d.prefix + name + "/"}
 	if err := s.check(); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -195,10 +204,11 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 // written, (with sync) flushed to disk, then renamed over name, and (with
 // sync) the directory flushed too, so that the new file is there after a
 // power cut as well.
-func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode, sync bool) error {
+func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode, sync bool) (err error) {
 	if err := component(name); err != nil {
 		return err
 	}
+	defer func() { d.health.Report(d.Rel(name), err) }()
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := "." + name + ".tmp-" + hex.EncodeToString(rnd[:])
@@ -206,7 +216,11 @@ func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode, sync b
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	var n int
+	n, err = f.Write(data)
+	if err == nil && n < len(data) {
+		err = &fs.PathError{Op: "write", Path: d.Join(tmp), Err: io.ErrShortWrite}
+	}
 	if err == nil && sync {
 		err = f.Sync()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -24,7 +25,9 @@ import (
 //     line (one write(2), no fsync: that survives the daemon, not the
 //     machine), so a daemon killed the instant after a change has still
 //     recorded it; a Durable table's Sync also flushes it to disk, for
-//     what must survive a power cut (an operator's decisions);
+//     what must survive a power cut (an operator's decisions), and a
+//     decision (Commit) is flushed before it is acted on, in a group
+//     commit (commit.go);
 //   - NAME, the whole set, one record a line (MarshalLines), rewritten at
 //     most once a second and renamed into place (never torn); then the
 //     journal starts over from a snapshot of the set.
@@ -39,7 +42,9 @@ import (
 // when NAME cannot be read, a NAME that does not parse is set aside
 // (SetAside) with what can be read of it still loaded, and OpenTable
 // starts from what was loaded, so records nobody has claimed yet are
-// written back.
+// written back. A write that fails (a full disk) never leaves half a
+// record and loses nothing held in memory: what it held is written again
+// once the disk takes it (commit.go, docs/daemon.md#when-the-disk-fills).
 type Table[R any] struct {
 	dir     *Dir
 	name    string
@@ -51,10 +56,16 @@ type Table[R any] struct {
 
 	put chan struct{} // a Put waits to be journaled; capacity 1
 
-	mu      sync.Mutex          // guards recs, journal and pending
+	mu      sync.Mutex          // guards recs, journal, jsize, pending and err
 	recs    map[string]R        // by key
 	journal *os.File            // NAME.log, appended to on every change; nil if it cannot be opened
-	pending map[string]struct{} // keys Put and not yet journaled
+	jsize   int64               // the journal's size up to its last whole line
+	pending map[string]struct{} // keys Put (or whose write failed) and not yet journaled
+	err     error               // the last write error
+
+	cmu     sync.Mutex      // guards queue and leading: the group commit (Commit)
+	queue   []*commitReq[R] // Commits waiting for the next batch
+	leading bool            // a Commit is writing a batch; the others wait for it
 }
 
 // Schema says how a Table's records are keyed and which read back are
@@ -184,26 +195,37 @@ func sortedByKey[R any](m map[string]R, key func(R) string) []R {
 
 // OpenTable starts keeping NAME in d, beginning with recs (every record
 // loaded: those nobody claims are written back as they are). It writes
-// NAME and the journal's snapshot at once.
+// NAME and the journal's snapshot at once; when it cannot (a full disk),
+// it goes on appending to the journal the earlier daemon left, which
+// leads to the same records, and compacts once it can.
 func OpenTable[R any](d *Dir, name string, s Schema[R], recs []R) *Table[R] {
 	t := &Table[R]{dir: d, name: name, schema: s, dirty: make(chan struct{}, 1), put: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}), recs: map[string]R{}, pending: map[string]struct{}{}}
 	for _, r := range recs {
 		t.recs[s.Key(r)] = r
 	}
 	t.mu.Lock()
-	_ = t.compactLocked() // a failed write is retried with the next change
+	if err := t.compactLocked(); err != nil {
+		_ = t.openJournalLocked() // its error is the next write's
+		t.touch()                 // the writer compacts once it can
+	}
 	t.mu.Unlock()
 	go t.writer()
 	return t
 }
 
 // Set records r, replacing the record of its key. It is in the journal
-// when Set returns.
+// when Set returns, unless the journal cannot be written: then the
+// writer writes it once it can (Err says why it could not).
 func (t *Table[R]) Set(r R) {
 	line, _ := json.Marshal(r)
+	k := t.schema.Key(r)
 	t.mu.Lock()
-	t.recs[t.schema.Key(r)] = r
-	t.appendLocked(line)
+	t.recs[k] = r
+	if t.writeJournalLocked(append(line, '\n')) == nil {
+		delete(t.pending, k)
+	} else {
+		t.pending[k] = struct{}{}
+	}
 	t.mu.Unlock()
 	t.touch()
 }
@@ -228,41 +250,59 @@ func (t *Table[R]) Put(r R) {
 // Sync writes what Put left for the writer to the journal now, and with
 // a Durable schema flushes the journal to disk (fdatasync): what an
 // operator decided survives a power cut too once the API has answered it.
-func (t *Table[R]) Sync() {
+// It returns the error when it cannot (what it could not write stays for
+// the writer to retry).
+func (t *Table[R]) Sync() error {
 	t.mu.Lock()
-	t.journalPendingLocked()
-	if t.journal != nil && t.schema.Durable {
-		_ = unix.Fdatasync(int(t.journal.Fd()))
+	defer t.mu.Unlock()
+	if err := t.journalPendingLocked(); err != nil {
+		return err
 	}
-	t.mu.Unlock()
+	if t.journal != nil && t.schema.Durable {
+		if err := unix.Fdatasync(int(t.journal.Fd())); err != nil {
+			t.failedLocked(err)
+			return fmt.Errorf("%s: fdatasync: %w", t.dir.Join(journalOf(t.name)), err)
+		}
+	}
+	return nil
 }
 
 // Write is Sync without the flush to disk: enough for what must survive
 // a kill of the daemon, not of the machine.
-func (t *Table[R]) Write() {
+func (t *Table[R]) Write() error {
 	t.mu.Lock()
-	t.journalPendingLocked()
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return t.journalPendingLocked()
+}
+
+// pendingLinesLocked is the journal lines of the pending keys: each one's
+// record, or its gone line once deleted.
+func (t *Table[R]) pendingLinesLocked() []byte {
+	var b []byte
+	for k := range t.pending {
+		if r, ok := t.recs[k]; ok {
+			line, _ := json.Marshal(r)
+			b = append(append(b, line...), '\n')
+		} else {
+			b = append(append(b, t.schema.goneLine(k)...), '\n')
+		}
+	}
+	return b
 }
 
 // journalPendingLocked appends the records of the pending keys to the
-// journal, in one write.
-func (t *Table[R]) journalPendingLocked() {
+// journal, in one write. On an error they stay pending.
+func (t *Table[R]) journalPendingLocked() error {
 	if len(t.pending) == 0 {
-		return
+		return nil
 	}
-	var b []byte
-	for k := range t.pending {
-		if r, ok := t.recs[k]; ok { // deleted since: its gone line is written
-			line, _ := json.Marshal(r)
-			b = append(append(b, line...), '\n')
-		}
+	if err := t.writeJournalLocked(t.pendingLinesLocked()); err != nil {
+		t.touch() // retried with the next compaction
+		return err
 	}
 	clear(t.pending)
-	if t.journal != nil && len(b) > 0 {
-		_, _ = t.journal.Write(b)
-	}
 	t.touch()
+	return nil
 }
 
 // Delete drops the record of key.
@@ -278,7 +318,9 @@ func (t *Table[R]) DeleteIf(key string, cond func(R) bool) {
 	if del {
 		delete(t.recs, key)
 		delete(t.pending, key)
-		t.appendLocked(t.schema.goneLine(key))
+		if t.writeJournalLocked(append(t.schema.goneLine(key), '\n')) != nil {
+			t.pending[key] = struct{}{} // its gone line, once the journal can take it
+		}
 	}
 	t.mu.Unlock()
 	if del {
@@ -301,12 +343,6 @@ func (t *Table[R]) Records() []R {
 	return sortedByKey(t.recs, t.schema.Key)
 }
 
-func (t *Table[R]) appendLocked(line []byte) {
-	if t.journal != nil {
-		_, _ = t.journal.Write(append(line, '\n'))
-	}
-}
-
 // Close writes the last state and stops the writer. It is idempotent.
 func (t *Table[R]) Close() error {
 	var err error
@@ -315,8 +351,10 @@ func (t *Table[R]) Close() error {
 		<-t.done
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		t.journalPendingLocked()
-		err = t.compactLocked()
+		jerr := t.journalPendingLocked()
+		if err = t.compactLocked(); err != nil {
+			err = errors.Join(jerr, err)
+		}
 		if t.journal != nil {
 			t.journal.Close()
 			t.journal = nil
@@ -359,7 +397,7 @@ func (t *Table[R]) writer() {
 	for {
 		select {
 		case <-t.put:
-			t.Write()
+			_ = t.Write() // what it could not write stays pending, retried below
 		case <-t.dirty:
 			if compact == nil {
 				compact = time.After(compactEvery)
@@ -367,9 +405,12 @@ func (t *Table[R]) writer() {
 		case <-compact:
 			compact = nil
 			t.mu.Lock()
-			t.journalPendingLocked() // the old journal must lead to them if the compaction fails
-			_ = t.compactLocked()    // a failed write is retried with the next change
+			_ = t.journalPendingLocked() // the old journal must lead to them if the compaction fails
+			err := t.compactLocked()     // NAME's failure is reported by WriteFileAtomic
 			t.mu.Unlock()
+			if err != nil { // a full disk: tried again every compactEvery until it takes
+				compact = time.After(compactEvery)
+			}
 		case <-t.closing:
 			return
 		}
@@ -408,7 +449,11 @@ func (t *Table[R]) compactLocked() error {
 	_ = t.dir.Remove(tmp)
 	j, err := t.dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err == nil {
-		if _, err = j.Write(snap.Bytes()); err == nil && t.schema.Durable {
+		var n int
+		if n, err = j.Write(snap.Bytes()); err == nil && n < snap.Len() {
+			err = io.ErrShortWrite
+		}
+		if err == nil && t.schema.Durable {
 			err = j.Sync() // the old journal, flushed, stays until this one is
 		}
 		if err == nil {
@@ -427,6 +472,8 @@ func (t *Table[R]) compactLocked() error {
 	if t.journal != nil {
 		t.journal.Close()
 	}
-	t.journal = j
+	t.journal, t.jsize = j, int64(snap.Len())
+	clear(t.pending) // the snapshot holds every record, and no deleted one
+	t.err = nil      // (WriteFileAtomic told the health)
 	return nil
 }

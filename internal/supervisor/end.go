@@ -23,6 +23,7 @@ import (
 func (in *Instance) finish(st reaper.Status) {
 	r := in.cur
 	in.endTTY(r.pid)
+	in.endProtocol()
 	in.cur = nil
 	in.unrecorded = true
 	in.disarm()
@@ -52,6 +53,12 @@ func (in *Instance) ended(ex program.Exit, intent restart.Intent) {
 	d := restart.Decide(in.spec, &in.hist, ex, intent, now, in.deps.Rand)
 	in.lastExit = &program.LastExit{Code: ex.CodePtr(), Signal: ex.SignalPtr(), LikelyCause: d.Cause, At: program.Time{Time: now}}
 	atOnce := d.Next == restart.NextRestart && d.Delay <= 0
+	switch d.Next { // journaled before anything announces it
+	case restart.NextFatal:
+		in.commitVerdict(program.StateFatal)
+	case restart.NextExited:
+		in.commitVerdict(program.StateExited)
+	}
 	post := in.publish
 	if atOnce {
 		post = in.holdEvent

@@ -184,8 +184,10 @@ func (in *Instance) closeHealth() {
 // startHealth arms the run's readiness timeout and watchdogs.
 func (in *Instance) startHealth(now time.Time) {
 	s := in.spec
-	in.r = runHealth{heartbeat: now, watchdog: s.Watchdog, ready: s.Ready != program.ReadyNotify}
-	in.statusText, in.turnSet, in.turn = "", false, false // a new run starts between turns
+	// A protocol run is ready once it has a session (protocol.go), and
+	// its turns are the protocol's, exactly, from the start.
+	in.r = runHealth{heartbeat: now, watchdog: s.Watchdog, ready: s.Ready != program.ReadyNotify && s.Protocol == program.ProtocolNone}
+	in.statusText, in.turnSet, in.turn = "", s.Protocol != program.ProtocolNone, false // a new run starts between turns
 	if !in.r.ready {
 		in.state = program.StateStarting
 		in.r.startBy = now.Add(s.StartTimeout)

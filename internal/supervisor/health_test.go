@@ -16,6 +16,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/proctree"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/roles"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -24,6 +25,7 @@ import (
 const fakeChildEnv = "TEND_FAKE_CHILD"
 
 func TestMain(m *testing.M) {
+	roles.Be() // the shim, when this binary is re-executed as one
 	if mode := os.Getenv(fakeChildEnv); mode != "" {
 		fakeChild(mode)
 		os.Exit(0)

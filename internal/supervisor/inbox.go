@@ -52,6 +52,7 @@ type mail struct {
 	probe   *probeResult // the liveness probe's result (one in flight at a time)
 	term    termEvents   // a run's terminal's news
 	freeze  *freezeReq   // an upgrade asks the instance to hold still (upgrade.go)
+	acp     []acpNews    // a protocol run's connection's news, in order (protocol.go)
 }
 
 // termEvent is a kind of news from a run's terminal.
@@ -75,7 +76,7 @@ type termEvents struct {
 
 func (m *mail) empty() bool {
 	return len(m.cmds) == 0 && len(m.exits) == 0 && m.note == nil && !m.emptied &&
-		m.over.pid == 0 && m.probe == nil && m.term.what == 0 && m.freeze == nil
+		m.over.pid == 0 && m.probe == nil && m.term.what == 0 && m.freeze == nil && len(m.acp) == 0
 }
 
 // merge moves what o holds into m, as if o's deliveries had come to m
@@ -94,6 +95,7 @@ func (m *mail) merge(o *mail) {
 		m.probe = o.probe
 	}
 	m.putTerm(o.term)
+	m.acp = append(m.acp, o.acp...)
 	if o.freeze != nil {
 		m.freeze = o.freeze
 	}
@@ -278,6 +280,12 @@ func (in *Instance) deliver() {
 	case m.emptied:
 		m.emptied = false
 		in.onEmptied()
+	case len(m.acp) > 0:
+		n := m.acp[0]
+		if m.acp = m.acp[1:]; len(m.acp) == 0 {
+			m.acp = nil
+		}
+		in.onACP(n)
 	case m.term.what != 0:
 		t := m.term
 		m.term = termEvents{}

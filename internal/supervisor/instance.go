@@ -70,6 +70,12 @@ type Deps struct {
 	// oversized, a read error), for the metrics; it must not block.
 	NotifyDrop func(error)
 	Detected   func(time.Duration) // observes each exit's detection latency: reaper wake-up to exited event
+	// Turned observes each protocol turn's end (its stop reason and
+	// duration) and Answered each permission request's answer (who), for
+	// the metrics; each must not block.
+	Turned   func(stopReason string, d time.Duration)
+	Version  string // tend's, for a protocol agent's clientInfo
+	Answered func(by string)
 	// Keeper holds copies of tty runs' terminals so that they outlive the
 	// daemon (tty.go); nil: none, and a later daemon adopts a tty run
 	// without its terminal.
@@ -106,9 +112,11 @@ const (
 // value: with opts.Wait once the instance got where it was asked (true) or
 // could not (false), else as soon as the command is taken.
 type command struct {
-	kind  cmdKind
-	opts  program.ActOptions
-	reply chan bool
+	kind     cmdKind
+	opts     program.ActOptions
+	reply    chan bool
+	operator bool   // the operator's own (tend start, stop, restart): journaled before it is applied
+	refused  *error // set, before reply gets false, when the decision could not be journaled
 }
 
 // run is the process currently in place, from spawn to reaped exit.
@@ -163,9 +171,10 @@ type Instance struct {
 	unrecorded bool
 	later      []program.Event // the ended run's events, held for a restart's fork (end.go)
 
-	health           // notify messages, readiness, the wedge and memory watchdogs
-	containment      // the instance's cgroup
-	tty         *TTY // a tty instance's terminal (tty.go), set at creation; nil without tty
+	health                // notify messages, readiness, the wedge and memory watchdogs
+	containment           // the instance's cgroup
+	tty         *TTY      // a tty instance's terminal (tty.go), set at creation; nil without tty
+	proto       *Protocol // a protocol instance's connection and session (protocol.go); nil without protocol
 }
 
 // newInstance returns an instance its caller holds as its loop would: it
@@ -183,6 +192,7 @@ func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance 
 	in.kept = in.keptNow() // a new instance has nothing to keep until it changes
 	in.initContainment()
 	in.tty = newTTY(in)
+	in.proto = newProtocol(in)
 	return in
 }
 
@@ -266,6 +276,11 @@ func (in *Instance) end4good() {
 }
 
 func (in *Instance) handle(c command) {
+	if err := in.commitDecision(c); err != nil {
+		*c.refused = err // nothing changes: the decision is not kept, so not made
+		c.reply <- false
+		return
+	}
 	w := waiter{reply: c.reply, after: in.attempts}
 	switch c.kind {
 	case cmdStart:
@@ -464,12 +479,19 @@ func (in *Instance) startRun() (int, error) {
 	}
 	p, err := spawn.Begin(in.deps.Reaper, spawn.Request{
 		Spec: in.spec, Env: in.runEnv(), Out: in.out, Cgroup: cg, TTY: slave,
-		Owner: in.putExit,
+		Owner: in.putExit, Protocol: in.proto != nil,
 	})
 	pid := 0
 	if err == nil {
 		in.publishLater() // the ended run's events, while the forker thread forks
 		pid, err = p.Wait()
+		stdin, stdout := p.Protocol()
+		if err == nil {
+			in.startProtocol(stdin, stdout, false, in.runs+1) // the number spawn gives it
+		} else if stdin != nil {
+			stdin.Close()
+			stdout.Close()
+		}
 	}
 	if cg != nil {
 		cg.Close()
@@ -502,6 +524,9 @@ func (in *Instance) report() {
 		NextStartAt: program.Time{Time: in.nextStart},
 	}
 	snap := program.Snapshot{Spec: in.spec, Backoff: in.backoff, LastOutput: in.lastOutput(), TTY: in.ttyReport()}
+	if in.proto != nil {
+		snap.Protocol, snap.ProtocolWhy = in.proto.report, in.protocolWhy()
+	}
 	if r := in.cur; r != nil {
 		pid := r.pid
 		st.PID, st.StartedAt = &pid, program.Time{Time: r.started}
@@ -523,4 +548,5 @@ func (in *Instance) report() {
 var stoppingFor = map[restart.Intent]string{
 	restart.IntentStop: "stop", restart.IntentOperatorRestart: "restart", restart.IntentWedgeRestart: "wedge",
 	restart.IntentRSSDrain: "rss", restart.IntentStartTimeout: "start_timeout",
+	restart.IntentProtocolCrash: "protocol", restart.IntentProtocolFatal: "protocol",
 }

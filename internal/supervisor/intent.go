@@ -27,6 +27,8 @@ type keptState struct {
 	last     *program.LastExit // a new value at every end of a run
 	backoff  *program.Backoff
 	next     time.Time
+	session  string // a protocol agent's session
+	turn     string // the prompt whose turn is under way
 }
 
 func (in *Instance) keptNow() keptState {
@@ -34,6 +36,7 @@ func (in *Instance) keptNow() keptState {
 		state: in.state, stopped: in.opStopped,
 		runs: in.runs, crashes: in.hist.CrashCount, degraded: in.hist.Degraded, restarts: in.hist.Restarts,
 		last: in.lastExit, backoff: in.backoff, next: in.nextStart,
+		session: in.proto.sessionID(), turn: in.proto.turnID(),
 	}
 }
 
@@ -48,11 +51,81 @@ func (in *Instance) keep() {
 		return
 	}
 	in.kept = now
+	in.deps.Intents.Put(in.intentOf(now))
+}
+
+// intentOf is the intent record of the instance in state k.
+func (in *Instance) intentOf(k keptState) kept.Intent {
 	hist := in.hist.Keep(in.spec, time.Now())
-	in.deps.Intents.Put(kept.Intent{
-		ID: in.id, Spec: in.digest, State: now.state, Stopped: now.stopped, Runs: now.runs,
-		History: &hist, LastExit: now.last, Backoff: now.backoff, NextStart: now.next,
-	})
+	return kept.Intent{
+		ID: in.id, Spec: in.digest, State: k.state, Stopped: k.stopped, Runs: k.runs,
+		History: &hist, LastExit: k.last, Backoff: k.backoff, NextStart: k.next,
+		Session: k.session, Turn: k.turn,
+	}
+}
+
+// commitDecision journals, durably, what an operator's command c will make
+// of the instance, before the loop applies it: a decision the daemon
+// cannot journal is refused and changes nothing (docs/daemon.md#when-the-disk-fills).
+// Only the operator's own commands are journaled so (a start of the fleet
+// or a stop a reload makes is the config's, not a decision to keep); and
+// a command that changes nothing the record holds costs no write.
+func (in *Instance) commitDecision(c command) error {
+	if !c.operator || in.deps.Intents == nil || in.removing {
+		return nil
+	}
+	k := in.keptNow()
+	switch c.kind {
+	case cmdStop:
+		if k.stopped && in.cur == nil && k.state == program.StateStopped {
+			return nil
+		}
+		k.stopped = true
+		if in.cur != nil || k.state != program.StateExited && k.state != program.StateFatal {
+			k.state = program.StateStopped
+		}
+		k.backoff, k.next = nil, time.Time{}
+	case cmdStart, cmdRestart:
+		if !k.stopped && (in.cur != nil || k.state == program.StateStarting || k.state == program.StateBackoff || k.state == program.StateRunning) {
+			return nil // the record already says it should run
+		}
+		k.stopped = false
+		if in.cur == nil {
+			// What the next daemon starts: a record of a run that should be.
+			k.state, k.backoff, k.next = program.StateStarting, nil, time.Time{}
+		}
+	default:
+		return nil
+	}
+	return in.deps.Intents.Commit(in.intentOf(k))
+}
+
+// commitVerdict journals, durably, the policy's verdict that ends the
+// instance's runs (fatal, or exited under restart = "never" or
+// "on-failure") before anything announces it: a daemon killed the moment
+// after a gave_up event must never run the instance again. state is the
+// verdict; the instance's counters and last_exit are already its own. A
+// verdict that cannot be journaled still stands in this daemon (its runs
+// go on being supervised); the state directory's health says what was
+// not kept.
+func (in *Instance) commitVerdict(state string) {
+	if in.deps.Intents == nil || in.removing {
+		return
+	}
+	k := in.keptNow()
+	k.state, k.backoff, k.next = state, nil, time.Time{}
+	if in.deps.Intents.Commit(in.intentOf(k)) == nil {
+		in.kept = k
+	}
+}
+
+// verdictCovers says whether the intent record r holds a verdict of the
+// policy (fatal, exited) that was made after run: runs.json may still name
+// the run whose end made it (a daemon killed between the two writes),
+// which is then over, and its end already counted.
+func verdictCovers(r kept.Intent, digest string, run int) bool {
+	return (r.State == program.StateFatal || r.State == program.StateExited) &&
+		!r.Stopped && r.Spec == digest && r.Runs >= run
 }
 
 // first is what a new instance does once its creator lets it go.
@@ -122,6 +195,7 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 		in.hist = restart.Restore(*r.History)
 	}
 	in.lastExit = r.LastExit
+	in.proto.restore(r.Session, r.Turn)
 	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer
 	in.attempts = in.runs
 	switch {
@@ -194,7 +268,8 @@ func (m *Manager) scaledLocked(spec *program.Spec) *program.Spec {
 	return &s
 }
 
-// keepScale records an operator's scale of a program.
-func (m *Manager) keepScale(name string, n, configured int) {
-	m.deps.Intents.Put(kept.Intent{ID: name, Instances: &n, Configured: configured})
+// keepScale records an operator's scale of a program, durably: a scale
+// that cannot be journaled is refused (docs/daemon.md#when-the-disk-fills).
+func (m *Manager) keepScale(name string, n, configured int) error {
+	return m.deps.Intents.Commit(kept.Intent{ID: name, Instances: &n, Configured: configured})
 }

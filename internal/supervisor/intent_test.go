@@ -36,6 +36,9 @@ func TestIntentRecordRestoresEachInstance(t *testing.T) {
 	if _, errs := h.mgr.AddAll([]program.Spec{halt, fatal, slow, pool, changed, gone}); errs[0] != nil {
 		t.Fatal(errs)
 	}
+	// Its first run first: a stop that comes before it (a loaded machine)
+	// leaves run 0, and the record's run count is what this checks.
+	h.waitFor("halt running", func() bool { return h.status("halt:0").State == program.StateRunning })
 	if _, err := h.mgr.Stop(ctx, "halt", program.ActOptions{Wait: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -137,6 +137,14 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 		}
 		a, adopt := m.claimLocked(in.id)
 		l, carried := m.claimLiveLocked(in.id)
+		r, ok := m.claimIntentLocked(in.id)
+		if adopt && !carried && ok && verdictCovers(r, g.digest, a.Run) {
+			// runs.json still names the run whose end the policy judged
+			// (the daemon died between the two writes): that end is
+			// counted, and the verdict stands.
+			adopt = false
+			in.unrecorded = true // its record goes when the instance records none
+		}
 		over := false // its recorded run has ended: counted below, once restored
 		if adopt && !carried {
 			if in.adoptRun(a) {
@@ -146,8 +154,10 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 				over, in.runs = true, a.Run
 			}
 		}
-		r, ok := m.claimIntentLocked(in.id)
 		first := in.restore(r, ok, in.adopted || over || carried && l.Run != nil)
+		if in.unrecorded && !in.adopted && !over {
+			in.record() // none: the run runs.json named is over
+		}
 		if over {
 			first = in.endOver(a, first)
 		}
@@ -157,6 +167,9 @@ func (m *Manager) growLocked(g *group, n int) firsts {
 				in.adopted = true
 				m.carriedRuns++
 			}
+		}
+		if in.adopted && in.cur != nil {
+			in.attachProtocol() // with the session restored above
 		}
 		switch first {
 		case firstStart:
@@ -243,6 +256,9 @@ func (m *Manager) forgetInstance(in *Instance) {
 // Outcome is how an operator action went for one instance.
 type Outcome struct {
 	ID string
+	// Err: the instance refused the command, which changed nothing (a
+	// decision that could not be journaled, wrapping program.ErrNotKept).
+	Err error
 	// Done: the instance answered (with opts.Wait: it got somewhere); false
 	// when ctx ended first.
 	Done bool
@@ -266,12 +282,35 @@ func (m *Manager) Stop(ctx context.Context, sel string, opts program.ActOptions)
 	return m.act(ctx, sel, cmdStop, opts)
 }
 
+// act sends an operator's command: each instance journals what it
+// decides before it applies it, and refuses it (Outcome.Err) when it
+// cannot. The error is the first refusal's, for a caller that answers
+// the operator.
 func (m *Manager) act(ctx context.Context, sel string, kind cmdKind, opts program.ActOptions) ([]Outcome, error) {
 	insts, err := m.resolve(sel)
 	if err != nil {
 		return nil, err
 	}
-	return collect(ctx, insts, sendAll(insts, kind, opts)), nil
+	refused := make([]error, len(insts))
+	replies := make([]chan bool, len(insts))
+	for i, in := range insts {
+		replies[i] = make(chan bool, 1)
+		in.putCmd(command{kind: kind, opts: opts, reply: replies[i], operator: true, refused: &refused[i]})
+	}
+	out := collect(ctx, insts, replies)
+	n, first := 0, error(nil)
+	for i := range out {
+		if out[i].Done && refused[i] != nil { // set before the reply: read after it
+			out[i].Err = refused[i]
+			if n++; first == nil {
+				first = refused[i]
+			}
+		}
+	}
+	if first != nil {
+		return out, fmt.Errorf("%w (%d of %d instances refused, unchanged)", first, n, len(out))
+	}
+	return out, nil
 }
 
 // collect gathers the replies of insts until ctx ends.
@@ -482,12 +521,16 @@ func (m *Manager) rescale(ctx context.Context, name string, n int, operator bool
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s", program.ErrNotFound, name)
 	}
+	if operator {
+		if err := m.keepScale(name, n, g.configured); err != nil {
+			m.mu.Unlock()
+			return err // not journaled: not scaled
+		}
+	}
 	spec := *g.spec
 	spec.Instances = n
 	g.spec = &spec // instances keep the spec they started with; only the count differs
-	if operator {
-		m.keepScale(name, n, g.configured)
-	} else {
+	if !operator {
 		g.configured = n
 		m.deps.Intents.Delete(name)
 	}

@@ -112,6 +112,9 @@ func (in *Instance) holdFrozen() {
 		_ = in.sock.Resume()
 	}
 	in.out.Thaw()
+	if in.proto != nil && in.cur != nil {
+		in.attachProtocol() // the upgrade did not happen: speak to the agent again
+	}
 	in.report()
 }
 
@@ -121,6 +124,7 @@ func (in *Instance) live(fds map[string]int) (Live, error) {
 	if in.wakeArmed {
 		l.WakeAt = in.wakeAt
 	}
+	in.endProtocol() // the next daemon opens the agent's FIFOs again (protocol.go)
 	out, err := in.out.Freeze()
 	for i, s := range out.Streams {
 		fds[outputName(in.id, i)] = s.FD

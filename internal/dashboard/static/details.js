@@ -1,7 +1,9 @@
 // The details panel of one instance: its why, its live terminal for a tty
-// instance (terminal.js), facts, last exit, process tree and a live tail
-// of its log (GET /v1/logs/{id}?tail=200&follow=1, read as a stream),
-// with the start, stop and restart buttons.
+// instance (terminal.js), a protocol agent's open permission request (a
+// button per option) and a box to prompt it, facts, last exit, process
+// tree and a live tail of its log (GET /v1/logs/{id}?tail=200&follow=1,
+// read as a stream: for a protocol agent, its transcript), with the start,
+// stop and restart buttons.
 
 import {el, setText, setAttr, badge, bytes, duration, uptime, ago, localTime, exitText, pathId, CAUSES} from './fmt.js';
 import {LiveTerminal} from './terminal.js';
@@ -34,6 +36,67 @@ export class Details {
     this.terminal = new LiveTerminal(this.q('d-term-section'), this.q('d-term'), this.q('d-term-state'));
     this.terminal.onRetry = () => this.refresh();
     this.terminal.onLoggedOut = () => this.onLoggedOut();
+    this.q('d-perm-options').addEventListener('click', (e) => {
+      const b = e.target.closest('button[data-option]');
+      if (b && this.id && this.st && this.st.waiting) this.answer(this.id, this.st.waiting.request_id, b.dataset.option);
+    });
+    this.q('d-prompt').addEventListener('submit', (e) => {
+      e.preventDefault();
+      if (this.id) this.prompt(this.id);
+    });
+    this.q('d-prompt-cancel').addEventListener('click', () => {
+      if (this.id) this.post(this.id, 'cancel', {}, 'cancelled');
+    });
+  }
+
+  // post sends one of a protocol agent's requests and says how it went.
+  async post(id, verb, body, done) {
+    const state = this.q('d-prompt-state');
+    try {
+      const r = await this.api(`/v1/programs/${pathId(id)}/${verb}`, {method: 'POST', body: JSON.stringify(body)});
+      if (id === this.id) setText(state, done);
+      this.refresh();
+      return r;
+    } catch (err) {
+      if (id === this.id) setText(state, err.message);
+      return null;
+    }
+  }
+
+  async prompt(id) {
+    const box = this.q('d-prompt-text');
+    const text = box.value;
+    if (!text.trim()) return;
+    const r = await this.post(id, 'prompt', {text}, 'sent');
+    if (r && id === this.id) {
+      box.value = '';
+      setText(this.q('d-prompt-state'), `sent (prompt ${r.prompt_id})`);
+    }
+  }
+
+  answer(id, requestId, optionId) {
+    this.post(id, 'permission', {request_id: requestId, option_id: optionId}, `answered ${optionId}`);
+  }
+
+  // fillProtocol shows a protocol agent's part: its open request, with a
+  // button per option, and the prompt box.
+  fillProtocol(st) {
+    const sec = this.q('d-proto');
+    sec.hidden = !st.protocol;
+    if (!st.protocol) return;
+    const w = st.waiting, box = this.q('d-perm');
+    box.hidden = !w;
+    if (!w) {
+      this.q('d-perm-options').replaceChildren();
+      this.permShown = null;
+      return;
+    }
+    setText(this.q('d-perm-title'), `Permission asked: ${w.title || 'a tool call'}${w.tool_kind ? ` (${w.tool_kind})` : ''}`);
+    if (this.permShown === w.request_id) return;
+    this.permShown = w.request_id;
+    this.q('d-perm-options').replaceChildren(...(w.options || []).map((o) =>
+      el('button', {type: 'button', class: 'btn' + (o.kind.startsWith('reject') ? ' btn-stop' : ''), 'data-option': o.option_id,
+        title: `${o.option_id} (${o.kind})`}, o.name || o.option_id)));
   }
 
   open(id) {
@@ -104,6 +167,7 @@ export class Details {
     const alive = st.pid != null;
     this.root.classList.toggle('wide', !!st.tty);
     this.terminal.sync(st.id, st);
+    this.fillProtocol(st);
     setText(this.q('d-title'), st.id);
     const sub = this.q('d-sub');
     let b = sub.querySelector('.badge');
@@ -122,6 +186,8 @@ export class Details {
       ['Started', st.started_at ? localTime(st.started_at) : '—'],
       ['Ready', st.ready ? 'yes' : 'no'],
       st.agent && ['Turn', st.turn_active ? 'active' : 'idle'],
+      st.protocol && ['Protocol', `${st.protocol}${st.session_id ? ' · session ' + st.session_id : ''}`],
+      st.protocol_errors > 0 && ['Lines not ACP', st.protocol_errors],
       st.status_text && ['Status text', st.status_text],
       ['Memory', alive ? `${bytes(st.rss_bytes)}${st.max_rss ? ' of max ' + bytes(st.max_rss) : ''}` : '—'],
       st.peak_rss_bytes > 0 && ['Peak memory', bytes(st.peak_rss_bytes)],

@@ -1,0 +1,208 @@
+package acp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/tend-sh/tend/internal/program"
+)
+
+// discardLogger keeps the SDK's diagnostics out of the daemon's stderr:
+// what matters of them (a line that is not JSON-RPC) the line reader
+// already counts and logs in the instance's own log.
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// client is the SDK's view of tend: what the agent may ask of its client.
+// tend offers no file system and no terminal (the agent uses its own
+// tools): those methods, and every other the SDK does not know, are
+// answered -32601.
+type client struct{ c *Conn }
+
+var _ sdk.Client = client{}
+
+func (cl client) RequestPermission(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	return cl.c.requestPermission(ctx, p)
+}
+
+func (cl client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
+	cl.c.update(n.Update)
+	return nil
+}
+
+func (client) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
+}
+
+func (client) WriteTextFile(context.Context, sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsWriteTextFile)
+}
+
+func (client) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalCreate)
+}
+
+func (client) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
+	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalKill)
+}
+
+func (client) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
+	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalOutput)
+}
+
+func (client) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
+	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalRelease)
+}
+
+func (client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
+	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalWaitForExit)
+}
+
+// textState is where the transcript is: whether its last byte ended a
+// line, so a tool line never starts in the middle of message text. Guarded
+// by mu: the SDK's notification goroutine, the prompt worker and the
+// permission handlers all write.
+type textState struct {
+	mu        sync.Mutex
+	midLine   bool
+	toolTitle map[string]string // tool call id → title and kind, for its updates
+	toolKind  map[string]string
+}
+
+// transcribe appends s to the transcript; line says s is whole lines, to
+// start on a line of their own.
+func (c *Conn) transcribe(s string, line bool) {
+	ts := &c.text
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if line && ts.midLine {
+		s = "\n" + s
+	}
+	if s == "" {
+		return
+	}
+	ts.midLine = s[len(s)-1] != '\n'
+	if c.opts.Hooks.Text != nil {
+		c.opts.Hooks.Text([]byte(s))
+	}
+}
+
+// note is a line of tend's own in the transcript.
+func (c *Conn) note(s string) { c.transcribe(s+"\n", true) }
+
+// update is one session/update: the transcript, and the answer of the
+// turn under way. During session/load the agent replays the conversation,
+// which the log holds already: it is not written again.
+func (c *Conn) update(u sdk.SessionUpdate) {
+	c.mu.Lock()
+	loading := c.loading
+	c.mu.Unlock()
+	if loading {
+		return
+	}
+	t := c.current()
+	add := func(u program.TurnUpdate) {
+		if t != nil {
+			t.add(u)
+		}
+	}
+	switch {
+	case u.AgentMessageChunk != nil:
+		if s := blockText(u.AgentMessageChunk.Content); s != "" {
+			c.transcribe(s, false)
+			add(program.TurnUpdate{Type: program.UpdateText, Text: s})
+		}
+	case u.ToolCall != nil:
+		tc := u.ToolCall
+		c.text.mu.Lock()
+		if c.text.toolTitle == nil {
+			c.text.toolTitle, c.text.toolKind = map[string]string{}, map[string]string{}
+		}
+		if len(c.text.toolTitle) > 1024 {
+			clear(c.text.toolTitle)
+			clear(c.text.toolKind)
+		}
+		c.text.toolTitle[string(tc.ToolCallId)], c.text.toolKind[string(tc.ToolCallId)] = tc.Title, string(tc.Kind)
+		c.text.mu.Unlock()
+		line := toolLine(tc.Title, string(tc.Kind), string(tc.Status))
+		c.transcribe(line, true)
+		add(program.TurnUpdate{Type: program.UpdateTool, Text: line})
+	case u.ToolCallUpdate != nil:
+		tc := u.ToolCallUpdate
+		if tc.Status == nil {
+			return // content alone: the line says what changed, not every byte
+		}
+		c.text.mu.Lock()
+		title, kind := c.text.toolTitle[string(tc.ToolCallId)], c.text.toolKind[string(tc.ToolCallId)]
+		c.text.mu.Unlock()
+		if tc.Title != nil {
+			title = *tc.Title
+		}
+		if tc.Kind != nil {
+			kind = string(*tc.Kind)
+		}
+		line := toolLine(title, kind, string(*tc.Status))
+		c.transcribe(line, true)
+		add(program.TurnUpdate{Type: program.UpdateTool, Text: line})
+	case u.Plan != nil:
+		var b strings.Builder
+		for _, e := range u.Plan.Entries {
+			fmt.Fprintf(&b, "[plan] %s %s\n", planMark(string(e.Status)), oneLine(e.Content))
+		}
+		if b.Len() > 0 {
+			c.transcribe(b.String(), true)
+			add(program.TurnUpdate{Type: program.UpdatePlan, Text: b.String()})
+		}
+	}
+}
+
+// toolLine is a tool call's line: [tool] TITLE (KIND) STATUS.
+func toolLine(title, kind, status string) string {
+	if kind == "" {
+		kind = "other"
+	}
+	if status == "" {
+		status = "pending"
+	}
+	return fmt.Sprintf("[tool] %s (%s) %s\n", oneLine(title), kind, status)
+}
+
+func planMark(status string) string {
+	switch status {
+	case "completed":
+		return "[x]"
+	case "in_progress":
+		return "[~]"
+	}
+	return "[ ]"
+}
+
+// blockText is the text of a content block; other kinds are named.
+func blockText(b sdk.ContentBlock) string {
+	switch {
+	case b.Text != nil:
+		return b.Text.Text
+	case b.Image != nil:
+		return "[image]"
+	case b.Audio != nil:
+		return "[audio]"
+	case b.ResourceLink != nil:
+		return "[link] " + b.ResourceLink.Uri
+	case b.Resource != nil:
+		return "[resource]"
+	}
+	return ""
+}
+
+// oneLine keeps what goes on one transcript line on one line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r\n", " ⏎ ", "\n", " ⏎ ", "\r", " ").Replace(s)
+}

@@ -1,0 +1,241 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// MaxMessage is the longest line an agent may send: a longer one ends the
+// run as a crash (docs/protocol.md#bad-input). The SDK's own reader would
+// close the connection past 10 MiB without saying why.
+const MaxMessage = 8 << 20
+
+// ErrTooLarge ends a run whose agent sent a message over MaxMessage.
+var ErrTooLarge = errors.New("the agent sent a message over 8 MiB")
+
+// The line reader sits between the agent's stdout and the SDK's connection
+// (an io.Pipe): the SDK's reader skips a line that is not JSON with a log
+// line of its own, cannot be told a size bound, and takes any response id
+// for its own. So each line is looked at here first, once:
+//
+//   - a line longer than MaxMessage ends the connection with ErrTooLarge;
+//   - a line that is not a JSON-RPC 2.0 object is counted and handed to
+//     NotACP, never to the SDK (a banner an agent prints, a stray log line);
+//   - a response whose id this connection did not send is dropped (the
+//     answer to a request of an earlier daemon's, docs/protocol.md);
+//   - every other line goes on to the SDK as it came, with the id of a
+//     response translated back (see ids).
+
+// message is the part of a JSON-RPC message the line reader looks at.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+}
+
+// classify says what a line is: a message (with its id, method and whether
+// it is a response), or not JSON-RPC.
+func classify(line []byte) (m message, ok bool) {
+	if len(line) == 0 || line[0] != '{' {
+		return m, false
+	}
+	if err := json.Unmarshal(line, &m); err != nil || m.JSONRPC != "2.0" {
+		return m, false
+	}
+	if m.Method == "" && len(m.ID) == 0 {
+		return m, false // neither a request, a notification nor a response
+	}
+	return m, true
+}
+
+// ids numbers the requests this connection sends in a range of its own
+// (base plus the SDK's counter), so that a response meant for an earlier
+// connection to the same agent (an earlier daemon's, before a kill or an
+// upgrade) is never taken for one of this connection's: the SDK numbers
+// from 1 every time. Guarded by mu: the writer and the reader both use it.
+type ids struct {
+	base int64
+	mu   sync.Mutex
+	sent map[int64]bool // ids on the wire awaiting their response, translated
+}
+
+func newIDs(base int64) *ids { return &ids{base: base, sent: map[int64]bool{}} }
+
+// out translates the id of a request the SDK writes (a number) into the
+// connection's range; the line is returned unchanged when it is not a
+// request.
+func (t *ids) out(line []byte) []byte {
+	m, ok := classify(bytes.TrimSpace(line))
+	if !ok || m.Method == "" || len(m.ID) == 0 {
+		return line
+	}
+	n, err := strconv.ParseInt(string(m.ID), 10, 64)
+	if err != nil {
+		return line
+	}
+	wire := t.base + n
+	t.mu.Lock()
+	t.sent[wire] = true
+	t.mu.Unlock()
+	return replaceID(line, wire)
+}
+
+// in translates the id of a response back to the SDK's; false when no
+// request of this connection has that id (or its answer came already).
+func (t *ids) in(line []byte, id json.RawMessage) ([]byte, bool) {
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	t.mu.Lock()
+	ok := t.sent[n]
+	delete(t.sent, n)
+	t.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return replaceID(line, n-t.base), true
+}
+
+// replaceID re-encodes a message with id set to n; its other members are
+// kept as they came.
+func replaceID(line []byte, n int64) []byte {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return line
+	}
+	obj["id"] = json.RawMessage(strconv.FormatInt(n, 10))
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return line
+	}
+	return append(b, '\n')
+}
+
+// wireWriter is what the SDK writes to: each line (the SDK writes one
+// message per Write) goes to the agent's stdin with its request id
+// translated, and to Raw.
+type wireWriter struct {
+	w   io.Writer
+	ids *ids
+	raw func(out bool, line []byte)
+}
+
+func (w *wireWriter) Write(p []byte) (int, error) {
+	line := w.ids.out(p)
+	if w.raw != nil {
+		w.raw(true, bytes.TrimRight(line, "\n"))
+	}
+	if _, err := w.w.Write(line); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// lineReader reads the agent's stdout a line at a time, at most MaxMessage
+// bytes a line.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline. A line longer than max
+// is ErrTooLarge; the end of the stream is io.EOF (an unfinished last line
+// is returned first).
+func (l *lineReader) next() ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := l.r.ReadSlice('\n')
+		body := len(line) + len(frag)
+		if err == nil {
+			body-- // the newline
+		}
+		if body > l.max {
+			return nil, ErrTooLarge
+		}
+		switch {
+		case err == nil && line == nil:
+			return bytes.TrimRight(frag, "\r\n"), nil // aliases the buffer until the next call
+		case err == nil:
+			return bytes.TrimRight(append(line, frag...), "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			line = append(line, frag...)
+		default:
+			if line = append(line, frag...); len(line) > 0 {
+				return line, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+// pump is the line reader's loop: it reads the agent's stdout until it
+// ends or fails, hands each JSON-RPC line on to sdk, and returns why it
+// stopped (io.EOF at the end of the stream).
+func pump(src io.Reader, sdk io.Writer, t *ids, h wireHooks) error {
+	lr := newLineReader(src, MaxMessage)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return err
+		}
+		if err := dispatch(line, sdk, t, h); err != nil {
+			return err
+		}
+	}
+}
+
+// wireHooks are what the line reader tells its connection.
+type wireHooks struct {
+	raw    func(out bool, line []byte) // every line that came, JSON-RPC or not
+	notACP func(line []byte)           // a line that is not JSON-RPC
+	stray  func(id string)             // a response to no request of this connection's
+}
+
+// dispatch handles one line: what is JSON-RPC goes to sdk (responses with
+// their ids translated), the rest to the hooks.
+func dispatch(line []byte, sdk io.Writer, t *ids, h wireHooks) error {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if h.raw != nil {
+		h.raw(false, trimmed)
+	}
+	m, ok := classify(trimmed)
+	if !ok {
+		if h.notACP != nil {
+			h.notACP(trimmed)
+		}
+		return nil
+	}
+	out := trimmed
+	if m.Method == "" { // a response
+		var known bool
+		if out, known = t.in(trimmed, m.ID); !known {
+			if h.stray != nil {
+				h.stray(string(m.ID))
+			}
+			return nil
+		}
+	} else {
+		out = append(append(make([]byte, 0, len(trimmed)+1), trimmed...), '\n')
+	}
+	if out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	if _, err := sdk.Write(out); err != nil {
+		return fmt.Errorf("handing a message to the connection: %w", err)
+	}
+	return nil
+}
