@@ -344,10 +344,6 @@ func (s *Screen) eraseLine(mode int) {
 	x := min(s.x, s.cols)
 	switch mode {
 	case 0:
-		if x == 0 && s.y == 0 && s.historyOn() {
-			s.clearIntoHistory()
-			return
-		}
 		s.erase(s.y, x, s.cols)
 	case 1:
 		s.erase(s.y, 0, min(x+1, s.cols))

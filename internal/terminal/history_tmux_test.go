@@ -292,3 +292,33 @@ func TestTabStopsAfterResize(t *testing.T) {
 		{"\r\n\tE\tF", Size{}},
 	})
 }
+
+// TestStressWithHistoryMatchesTmux replays the emulator's stress cases
+// with history kept on both sides (tmux keeps 2,000 lines by default):
+// screens, histories and cursors agree.
+func TestStressWithHistoryMatchesTmux(t *testing.T) {
+	m := newTmux(t)
+	size := Size{Cols: 40, Rows: 10}
+	extra := []struct{ name, data string }{
+		{"el-at-home", "abc\r\ndef\x1b[H\x1b[K"},
+		{"ed0-at-home", "abc\r\ndef\x1b[H\x1b[J"},
+		{"ed0-not-home", "abc\r\ndef\x1b[1;2H\x1b[J"},
+		{"ed2-twice", "one\r\ntwo\x1b[2J\x1b[2J\x1b[Hthree"},
+		{"ris", "one\r\ntwo\x1bcthree"},
+		{"ed3", strings.Repeat("line\r\n", 30) + "\x1b[3Jend"},
+		{"su-region", "1\r\n2\r\n3\r\n4\x1b[2;3r\x1b[2S\x1b[r"},
+	}
+	for _, tc := range stress {
+		extra = append(extra, struct{ name, data string }{tc.name, tc.data})
+	}
+	for i, tc := range extra {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "sh" + strconv.Itoa(i)
+			s := NewScreen(size)
+			s.SetHistory(2000)
+			s.Feed([]byte(tc.data))
+			m.feedPane(name, size, []byte(tc.data))
+			compareCapture(t, m, name, s, 2000)
+		})
+	}
+}
