@@ -153,7 +153,7 @@ func TestTerminalVerbs(t *testing.T) {
 		{[]string{"screen", "nosuch:0"}, 3, "nosuch:0"},
 		{[]string{"send", "nosuch:0", "x"}, 3, "nosuch:0"},
 		{[]string{"attach", "nosuch:0", "--read-only"}, 3, "nosuch:0"},
-		{[]string{"send", "shell:0", "--keys", "Bogus"}, 2, `"Bogus"`},
+		{[]string{"send", "shell:0", "--keys", "a,,b"}, 2, "an empty key"},
 		{[]string{"send", "shell:0", strings.Repeat("x", 65<<10)}, 2, "64 KiB"},
 		{[]string{"attach", "shell:0"}, 2, "stdin is not a terminal"}, // tendRun's stdin is /dev/null
 	} {

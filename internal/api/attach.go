@@ -29,7 +29,10 @@ import (
 // at once is still read whole before its logs go. A client that goes
 // away leaves the program running (and removed once it ends, with
 // remove_on_exit); the answer ends without an exit line when the instance
-// goes before its run ends, or the daemon stops.
+// goes before its run ends, or the daemon stops. With raw=1 a terminal's
+// output (stream tty) comes as the bytes the program wrote, as GET
+// /v1/logs?raw=1 gives it: tend run -a --tty prints them when its run
+// ended before its terminal could be attached to.
 
 // Bounds of the wait for a run's last output, after its exit is known.
 const (
@@ -50,6 +53,10 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 	case !spec.Autostart:
 		return badRequest("attach follows the run it starts: autostart must be true")
 	}
+	raw, err := boolParam(r, "raw")
+	if err != nil {
+		return err
+	}
 	hold := s.b.Hold(spec.Name)
 	defer hold.Release()
 	since := s.ev.LastSeq()
@@ -67,7 +74,7 @@ func (s *Server) addAttached(w http.ResponseWriter, r *http.Request, spec progra
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusCreated)
 	a := &attachment{s: s, r: r, id: id, since: since, hold: hold, removes: spec.RemoveOnExit,
-		lw: &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: logRequest{json: true}}}
+		lw: &lineWriter{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), lr: logRequest{json: true, raw: raw}}}
 	a.writeJSON(program.Added{Name: spec.Name, IDs: ids})
 	// Lines the run wrote before this read are in the tail: every line
 	// since the add (a program of this name removed earlier may have left

@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // errNoTerminals answers the terminal routes of a Server without Terminals.
@@ -137,10 +136,11 @@ func inputReadError(err error) error {
 }
 
 // ParseInput reads a POST .../input body: one JSON object with "text",
-// "keys" (tmux's key names) and "enter", and nothing else. Text over
-// program.MaxInput bytes wraps program.ErrTooLarge; anything else wrong
-// (not UTF-8, an unknown field or key name, nothing to type) wraps
-// program.ErrInvalid and says what.
+// "keys" (tmux's key names, or text typed as written), "enter" and
+// "literal", and nothing else. Over program.MaxInput bytes of text and
+// keys wraps program.ErrTooLarge: the cap is checked here, where input
+// enters; anything else wrong (not UTF-8, an unknown field, nothing to
+// type) wraps program.ErrInvalid and says what.
 func ParseInput(body []byte) (program.Input, error) {
 	var in program.Input
 	// JSON is UTF-8; encoding/json would type U+FFFD for a bad byte.
@@ -150,22 +150,20 @@ func ParseInput(body []byte) (program.Input, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return in, fmt.Errorf(`%w: body must be {"text": "...", "keys": ["Enter", ...], "enter": true}: %v`, program.ErrInvalid, err)
+		return in, fmt.Errorf(`%w: body must be {"text": "...", "keys": ["Enter", ...], "enter": true, "literal": true}: %v`, program.ErrInvalid, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return in, fmt.Errorf("%w: body must be one JSON object, with nothing after it", program.ErrInvalid)
 	}
-	if len(in.Text) > program.MaxInput {
+	if in.Size() > program.MaxInput {
 		return in, errInputTooLarge
 	}
 	if len(in.Keys) > maxKeys {
 		return in, fmt.Errorf("%w: %d keys: at most %d per request", program.ErrInvalid, len(in.Keys), maxKeys)
 	}
-	for _, k := range in.Keys {
-		// The keys are checked here, not only where they are typed, so an
-		// input that names an unknown one types nothing anywhere.
-		if _, err := terminal.KeyBytes(k, false); err != nil {
-			return in, fmt.Errorf("%w: %v (keys are tmux's names: Enter, Escape, Tab, BSpace, Up, C-c, M-x, F1, ...)", program.ErrInvalid, err)
+	for i, k := range in.Keys {
+		if k == "" { // as tmux would type it: nothing, which is surely not what was meant
+			return in, fmt.Errorf("%w: key %d is empty (keys are tmux's names: Enter, C-c, ..., or text typed as written)", program.ErrInvalid, i+1)
 		}
 	}
 	if in.Text == "" && len(in.Keys) == 0 && !in.Enter {

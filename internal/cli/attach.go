@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,12 +27,15 @@ func (e *env) attachCmd() *cobra.Command {
 		Use:   "attach ID [--read-only] [--detach-keys KEYS]",
 		Short: "connect this terminal to a terminal program's",
 		Long: "Connect the calling terminal to a tty instance's terminal, as docker attach and tmux\n" +
-			"attach do: the current screen at once, then everything the program writes, your\n" +
-			"keystrokes to it, your window size applied and followed. Detach with Ctrl-P Ctrl-Q\n" +
-			"(--detach-keys, in docker's syntax: \"ctrl-a,d\", \"\" for none); the run goes on.\n" +
-			"Attach follows the instance across runs. It exits 0 on detach or when the instance\n" +
-			"ends done, 1 when it ends in error. --read-only watches without typing (Ctrl-C\n" +
-			"detaches then) and needs no terminal on stdin.",
+			"attach do: the current screen at once, on your terminal's alternate screen, then\n" +
+			"everything the program writes, your keystrokes to it, your window size applied and\n" +
+			"followed. Detach with Ctrl-P Ctrl-Q (--detach-keys, in docker's syntax: \"ctrl-a,d\",\n" +
+			"\"\" for none); the run goes on, your screen comes back, and the modes the program\n" +
+			"turned on in your terminal (mouse, bracketed paste, kitty keyboard, ...) are turned\n" +
+			"off. Attach follows the instance across runs and across a daemon that restarts\n" +
+			"(tend upgrade; it waits up to a minute for one). It exits 0 on detach or when the\n" +
+			"instance ends done, 1 when it ends in error. --read-only watches without typing\n" +
+			"(Ctrl-C detaches then) and needs no terminal on stdin.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			keys, err := parseDetachKeys(detachKeys)
@@ -67,21 +72,36 @@ func (e *env) attachCmd() *cobra.Command {
 }
 
 // attachSession is one tend attach: the connection, the caller's terminal
-// and what ends the session. Only run's goroutine and the two it starts
-// (pump, keyboard) touch it; they share nothing mutable.
+// and what ends the session. run's goroutine and the two it starts (pump,
+// keyboard) share it; the connection, which the pump replaces when it
+// reconnects, is guarded by mu, and draw is the pump's alone.
 type attachSession struct {
 	e        *env
 	ctx      context.Context // ends the session (as a detach) when done
+	c        *client.Client
 	id       string
-	a        *client.Terminal
 	readOnly bool
 	detach   []byte // the detach sequence; empty for none
+	inline   bool   // tend run -a --tty: drawn where the cursor is (screenOut)
 
 	in     *os.File
 	inTTY  bool
 	out    io.Writer
 	outTTY bool
-	sizeFd int // a terminal to read the window size of; -1 for none
+	sizeFd int        // a terminal to read the window size of; -1 for none
+	draw   *screenOut // how the run's bytes reach out, when it is a terminal
+
+	mu      sync.Mutex       // guards a
+	a       *client.Terminal // the connection now
+	closing atomic.Bool      // the session is ending: a connection closed is no break
+	noticed time.Time        // when the pump last said it waits for the daemon; the pump's
+}
+
+// conn is the connection now.
+func (s *attachSession) conn() *client.Terminal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a
 }
 
 // attachEnd is how a session ended, when nothing went wrong: the caller
@@ -108,19 +128,20 @@ func (e *env) newAttachSession(ctx context.Context, id string, readOnly bool, ke
 }
 
 // connect attaches through c and runs the session to its end. With
-// starting, a refusal because the instance has no run yet is retried for
-// a while: tend run attaches to a program it has just added.
+// starting, a refusal because the instance has no run yet (or none any
+// more) is retried until s.ctx ends: tend run attaches to a program it
+// has just added.
 func (s *attachSession) connect(c *client.Client, starting bool) (attachEnd, error) {
+	s.c = c
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	for {
-		var err error
-		s.a, err = c.AttachTerminal(ctx, s.id, s.readOnly)
+		a, err := c.AttachTerminal(ctx, s.id, s.readOnly)
 		var apiErr *client.APIError
-		if starting && errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && ctx.Err() == nil {
+		if starting && errors.As(err, &apiErr) && (apiErr.Status == http.StatusConflict || apiErr.Status == http.StatusNotFound) && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 			continue
 		}
@@ -128,60 +149,8 @@ func (s *attachSession) connect(c *client.Client, starting bool) (attachEnd, err
 			return attachEnd{}, err
 		}
 		cancel()
+		s.a = a
 		return s.run()
-	}
-}
-
-// attachTerminal is tend run --tty --attach's attach (run_tty.go): it
-// returns errDetached when the caller detaches, and nil when the run ends
-// or ctx does. Without a terminal on stdin it watches read-only: the
-// program exists by now, and its output and exit status are still worth
-// having.
-func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string) error {
-	s := e.newAttachSession(ctx, id, false, defaultDetachKeys)
-	s.readOnly = !s.inTTY
-	end, err := s.connect(c, true)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// The run ended before it could be attached to (a quick one):
-		// what it showed is its last screen.
-		e.printLastScreen(c, id)
-		return nil
-	case err != nil:
-		return err
-	case end.detached:
-		fmt.Fprintf(e.stderr, "[detached from %s]\n", id)
-		return errDetached
-	case end.signal != nil:
-		return fmt.Errorf("attach ended by %v; %s goes on", end.signal, id)
-	case end.lifecycle != "":
-		// The run's end, and so the exit status, comes on run's own
-		// connection, which then ends ctx: wait for it a while.
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-		}
-	}
-	return nil
-}
-
-// printLastScreen prints the screen a run left, without the blank rows
-// below its last line.
-func (e *env) printLastScreen(c *client.Client, id string) {
-	scr, err := c.Screen(id, true)
-	if err != nil {
-		return
-	}
-	rows := scr.ANSI
-	if len(rows) != len(scr.Lines) {
-		rows = scr.Lines
-	}
-	n := len(scr.Lines)
-	for n > 0 && scr.Lines[n-1] == "" {
-		n--
-	}
-	for _, row := range rows[:n] {
-		fmt.Fprintln(e.stdout, row)
 	}
 }
 
@@ -197,14 +166,6 @@ const (
 	minCols, maxCols = 10, 1000
 	minRows, maxRows = 2, 500
 )
-
-// resetModes undoes on the caller's terminal the modes a program's screen
-// may have turned on (the alternate screen, mouse reporting, bracketed
-// paste, application keys, a hidden cursor, colours, a scroll region), and
-// leaves the cursor on the last row, so the shell gets its terminal back
-// as it was.
-const resetModes = "\x1b[0m\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1004l\x1b[?2004l" +
-	"\x1b[?1l\x1b>\x1b[?25h\x1b[r\x1b[999;1H\r\n"
 
 // run connects the terminals until the instance ends, the caller detaches
 // or a signal comes, and restores the caller's terminal on every way out.
@@ -223,6 +184,21 @@ func (s *attachSession) run() (attachEnd, error) {
 		}
 		defer term.Restore(fd, old)
 	}
+	if s.outTTY {
+		cols, rows := 0, 0
+		if s.sizeFd >= 0 {
+			cols, rows, _ = term.GetSize(s.sizeFd)
+		}
+		s.draw = newScreenOut(s.out, s.inline, cols, rows)
+		if !s.inline {
+			// The caller's alternate screen: its own screen and
+			// scrollback come back when the session ends.
+			io.WriteString(s.out, "\x1b[?1049h")
+		}
+		// On every way out, once the pump has stopped writing: the
+		// reset comes after the last of the program's bytes.
+		defer func() { s.out.Write(s.draw.leave()) }()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -232,7 +208,8 @@ func (s *attachSession) run() (attachEnd, error) {
 	if s.inTTY {
 		kb, err := newCancelReader(int(s.in.Fd()))
 		if err != nil {
-			s.a.Close()
+			cancel()
+			s.conn().Close()
 			<-ended
 			return attachEnd{}, fmt.Errorf("attach: %w", err)
 		}
@@ -249,25 +226,27 @@ func (s *attachSession) run() (attachEnd, error) {
 	}
 	s.resize(ctx)
 
-	end, err := s.wait(ended, detached, sigs)
-	if s.outTTY {
-		// The pump has stopped writing: the reset comes after the last of
-		// the program's bytes.
-		io.WriteString(s.out, resetModes)
-	}
-	return end, err
+	return s.wait(ended, detached, sigs, cancel)
 }
 
 // wait waits for what ends the session and closes the connection; it
-// returns once the pump has stopped.
-func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal) (attachEnd, error) {
+// returns once the pump has stopped. stop ends the pump's and keyboard's
+// context.
+func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs <-chan os.Signal, stop context.CancelFunc) (attachEnd, error) {
+	closeConn := func() {
+		// Closing first says goodbye, after the keys already sent; then
+		// a pump waiting for the daemon to come back stops waiting.
+		s.closing.Store(true)
+		s.conn().Close()
+		stop()
+	}
 	for {
 		select {
 		case err := <-ended:
-			s.a.Close()
+			closeConn()
 			return s.endOf(err)
 		case <-detached:
-			s.a.Close()
+			closeConn()
 			<-ended
 			return attachEnd{detached: true}, nil
 		case <-s.ctx.Done():
@@ -276,11 +255,11 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 			// drawn first, for a moment.
 			select {
 			case <-ended:
-				s.a.Close()
+				closeConn()
 				return attachEnd{}, nil
 			case <-time.After(drainTime):
 			}
-			s.a.Close()
+			closeConn()
 			<-ended
 			return attachEnd{}, nil
 		case sig := <-sigs:
@@ -288,7 +267,7 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 				s.resize(context.Background())
 				continue
 			}
-			s.a.Close()
+			closeConn()
 			<-ended
 			if sig == syscall.SIGINT {
 				return attachEnd{detached: true}, nil
@@ -301,32 +280,126 @@ func (s *attachSession) wait(ended <-chan error, detached <-chan struct{}, sigs 
 // endOf is the outcome of a connection that ended by itself.
 func (s *attachSession) endOf(err error) (attachEnd, error) {
 	var end *client.TerminalEnded
+	var gone *daemonGone
 	switch {
 	case errors.As(err, &end):
 		return attachEnd{lifecycle: end.Lifecycle}, nil
-	case errors.Is(err, client.ErrDaemonGone):
-		return attachEnd{}, fmt.Errorf("attach: the daemon shut down; %s may go on under the next one", s.id)
+	case errors.As(err, &gone):
+		return attachEnd{}, err
 	}
-	return attachEnd{}, fmt.Errorf("attach: the connection to the daemon broke: %w", err)
+	return attachEnd{}, fmt.Errorf("attach: %w", err)
 }
 
 // pump copies the terminal's bytes to the caller's until the connection
-// ends, and returns why it ended.
+// ends for good, and returns why it ended. A connection that breaks (the
+// daemon restarts: tend upgrade, or a daemon killed and started again) is
+// made again, as tend events -f does, for up to reconnectWait.
 func (s *attachSession) pump(ctx context.Context) error {
+	out := s.out
+	if s.draw != nil {
+		out = s.draw
+	}
+	got := 0 // messages on this connection
 	for {
-		p, err := s.a.Read(ctx)
-		if err != nil {
+		p, err := s.conn().Read(ctx)
+		var end *client.TerminalEnded
+		switch {
+		case err == nil:
+			got++
+			if _, err := out.Write(p); err != nil {
+				return fmt.Errorf("writing to the terminal: %w", err)
+			}
+			continue
+		case ctx.Err() != nil || s.closing.Load() || errors.As(err, &end):
 			return err
 		}
-		if _, err := s.out.Write(p); err != nil {
-			return fmt.Errorf("writing to the terminal: %w", err)
+		// A daemon that takes a connection and drops it at once as it
+		// stops is one restart: one line.
+		again := got <= 1 && time.Since(s.noticed) < 5*time.Second
+		got = 0
+		if err := s.reconnect(ctx, err, again); err != nil {
+			return err
 		}
+		if s.draw != nil {
+			s.draw.reconnected()
+		}
+		s.resize(ctx)
+	}
+}
+
+// reconnectWait bounds how long an attach waits for its daemon to come
+// back (docs/terminal.md): long enough for an upgrade or a supervisor's
+// restart of a killed daemon, short enough that a daemon brought down for
+// good does not hold the caller's terminal.
+var reconnectWait = time.Minute // a variable for tests
+
+// daemonGone is the end of an attach whose daemon did not come back;
+// reason says how it went (not the connection's raw error).
+type daemonGone struct {
+	id     string
+	reason string
+}
+
+func (e *daemonGone) Error() string {
+	return fmt.Sprintf("attach: %s and the daemon did not come back within %v; %s may go on under the next one", e.reason, reconnectWait, e.id)
+}
+
+// reconnect says in one line that the connection broke (why; not again
+// when it said so a moment ago), and attaches
+// again once the daemon answers; it gives up after reconnectWait, when
+// the session ends, or when the daemon refuses (the instance is gone or at
+// rest).
+func (s *attachSession) reconnect(ctx context.Context, why error, again bool) error {
+	s.conn().Close()
+	reason := "the connection to the daemon broke"
+	if errors.Is(why, client.ErrDaemonGone) {
+		reason = "the daemon is restarting"
+	}
+	switch {
+	case again: // said a moment ago
+	case s.outTTY:
+		// On the caller's screen, where the run's screen is painted again
+		// over it once the daemon is back.
+		fmt.Fprintf(s.out, "\r\n[tend] %s; waiting up to %v for it to come back\r\n", reason, reconnectWait)
+	default:
+		nl := "\n"
+		if s.inTTY {
+			nl = "\r\n"
+		}
+		fmt.Fprintf(s.e.stderr, "[tend] %s; waiting up to %v for it to come back%s", reason, reconnectWait, nl)
+	}
+	s.noticed = time.Now()
+	wctx, cancel := context.WithTimeout(ctx, reconnectWait)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		a, err := s.c.AttachTerminal(wctx, s.id, s.readOnly)
+		var apiErr *client.APIError
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			s.a = a
+			s.mu.Unlock()
+			return nil
+		case errors.As(err, &apiErr) && apiErr.Status < 500:
+			return fmt.Errorf("attach: after the daemon came back: %w", err)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() != nil:
+			return &daemonGone{id: s.id, reason: reason}
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
 // keyboard sends the caller's keystrokes until the detach keys (closing
 // detached) or the end. A read-only session sends none: its keys only
-// detach (the detach keys, or Ctrl-C).
+// detach (the detach keys, or Ctrl-C). Keys typed while the daemon is
+// away are dropped, as a terminal's are while its program is not reading.
 func (s *attachSession) keyboard(ctx context.Context, kb *cancelReader, detached chan<- struct{}) {
 	d := detacher{keys: s.detach}
 	buf := make([]byte, 4096)
@@ -344,8 +417,13 @@ func (s *attachSession) keyboard(ctx context.Context, kb *cancelReader, detached
 			continue
 		}
 		if len(out) > 0 {
-			if err := s.a.Write(ctx, out); err != nil {
-				return // the connection is gone: the pump says why
+			a := s.conn()
+			err := a.Write(ctx, out)
+			if err != nil && s.conn() != a {
+				err = s.conn().Write(ctx, out) // made again meanwhile
+			}
+			if err != nil && ctx.Err() != nil {
+				return
 			}
 		}
 		if done {
@@ -374,5 +452,8 @@ func (s *attachSession) resize(ctx context.Context) {
 	if err != nil || cols <= 0 || rows <= 0 {
 		return
 	}
-	s.a.Resize(ctx, min(max(cols, minCols), maxCols), min(max(rows, minRows), maxRows))
+	if s.draw != nil {
+		s.draw.resize(cols, rows)
+	}
+	s.conn().Resize(ctx, min(max(cols, minCols), maxCols), min(max(rows, minRows), maxRows))
 }

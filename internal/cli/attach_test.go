@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -150,7 +151,13 @@ func (a *attachRun) restored() {
 	testutil.Eventually(a.t, "the reset of the terminal's modes", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return strings.HasSuffix(a.raw.String(), resetModes)
+		raw := a.raw.String()
+		i := strings.LastIndex(raw, resetModes)
+		if i < 0 {
+			return false
+		}
+		rest := strings.TrimPrefix(raw[i+len(resetModes):], "\x1b[?1007l")
+		return rest == "" || rest == "\x1b[?1049l" || rest == "\x1b[?1049l\x1b[999;1H\r\n"
 	})
 }
 
@@ -449,6 +456,50 @@ func TestRunTTYAttached(t *testing.T) {
 	d.tt.End("job2:0", program.StateExited, program.LifecycleError, "exit 3", "")
 	if got := a.exit(); got != 3 {
 		t.Errorf("the run exited 3: tend run exit %d, stderr %q", got, a.stderr.String())
+	}
+	a.restored()
+}
+
+// TestAttachWaitsForTheDaemon: an attach whose daemon goes away says so in
+// one line and waits for the next one at the same socket, then goes on;
+// one whose daemon does not come back in time ends (exit 1) saying so,
+// with no raw connection error.
+func TestAttachWaitsForTheDaemon(t *testing.T) {
+	old := reconnectWait
+	reconnectWait = 3 * time.Second
+	t.Cleanup(func() { reconnectWait = old })
+	d := ttyDaemon(t)
+	a := d.attachPTY(t, 30, 8, "planner:0")
+	a.shows(">")
+	d.srv.Close()
+	<-d.done // its socket is gone
+	a.sent("waiting up to 3s for it to come back")
+
+	next := startDaemonAt(t, d.sock)
+	next.fleet()
+	next.tt.AddTTY("planner:0", 30, 8)
+	next.tt.Output("planner:0", []byte("the next daemon"))
+	testutil.Eventually(t, "the next daemon's screen", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return strings.Contains(a.scr.Text(), "the next daemon")
+	}, testutil.Explain(func() string {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return fmt.Sprintf("%q\n%s", a.raw.String(), a.stderr.String())
+	}))
+	testutil.Eventually(t, "the attach on the next daemon", func() bool { return next.tt.Clients("planner:0") == 1 })
+	a.typed("hi\r")
+	a.shows("you said: hi")
+
+	next.srv.Close()
+	<-next.done
+	if code := a.exit(); code != 1 {
+		t.Errorf("no daemon came back: exit %d", code)
+	}
+	errb := a.stderr.String()
+	if !strings.Contains(errb, "did not come back within 3s; planner:0 may go on") || strings.Contains(errb, "websocket") || strings.Contains(errb, "failed to") {
+		t.Errorf("stderr %q", errb)
 	}
 	a.restored()
 }

@@ -86,7 +86,8 @@ func TestSendVerb(t *testing.T) {
 	}
 
 	d.tend(t, "send", "planner:0").wantErr(t, 2, "nothing to type")
-	d.tend(t, "send", "planner:0", "--keys", "Hyper-x").wantErr(t, 2, `"Hyper-x"`)
+	d.tend(t, "send", "planner:0", "--keys", "a,,b").wantErr(t, 2, "an empty key")
+	d.tend(t, "send", "planner:0", "--keys", strings.Repeat("k", program.MaxInput/2+1)+","+strings.Repeat("k", program.MaxInput/2)).wantErr(t, 2, "64 KiB")
 	d.tend(t, "send", "planner:0", strings.Repeat("x", program.MaxInput+1)).wantErr(t, 2, "64 KiB")
 	d.tend(t, "send", "web:0", "x").wantErr(t, 1, "web:0 is not a terminal program (tty = false)")
 	d.tend(t, "send", "nosuch", "x").wantErr(t, 3, "nosuch")
@@ -94,6 +95,13 @@ func TestSendVerb(t *testing.T) {
 	d.tend(t, "send", "shell:1", "x").wantErr(t, 1, "backing off 1s")
 	if got := string(d.tt.Typed("planner:0")); got != "fix the bug\r\x03\x1b[A\r" {
 		t.Errorf("bad sends typed: %q", got)
+	}
+
+	// Items that are no key names are typed as written, as tmux's
+	// send-keys types them; a comma alone is the comma key.
+	d.tend(t, "send", "shell:0", "--keys", "Escape,:set nu,Enter", "--keys", ",", "--keys", "Hyper-x").want(t, 0, "")
+	if got := string(d.tt.Typed("shell:0")); got != "\r\x1b:set nu\r,Hyper-x" {
+		t.Errorf("keys as text typed %q", got)
 	}
 }
 

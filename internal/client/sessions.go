@@ -132,11 +132,22 @@ const maxAttachLine = 1 << 20
 // ctx ends the client goes, and the program goes on. An answer that ends
 // without the run's end wraps ErrDetached.
 func (c *Client) Attach(ctx context.Context, body map[string]any, added func(program.Added), out func(OutputLine)) (*program.RunEnd, error) {
+	return c.attach(ctx, body, url.Values{"attach": {"1"}}, added, out)
+}
+
+// AttachRaw is Attach with a terminal's output (stream tty) as the bytes
+// the program wrote: each line's Line, and a newline after it unless
+// Partial.
+func (c *Client) AttachRaw(ctx context.Context, body map[string]any, added func(program.Added), out func(OutputLine)) (*program.RunEnd, error) {
+	return c.attach(ctx, body, url.Values{"attach": {"1"}, "raw": {"1"}}, added, out)
+}
+
+func (c *Client) attach(ctx context.Context, body map[string]any, q url.Values, added func(program.Added), out func(OutputLine)) (*program.RunEnd, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.do(ctx, "POST", "/v1/programs", url.Values{"attach": {"1"}}, bytes.NewReader(b), nil)
+	resp, err := c.do(ctx, "POST", "/v1/programs", q, bytes.NewReader(b), nil)
 	if err != nil {
 		return nil, err
 	}

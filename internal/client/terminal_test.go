@@ -34,8 +34,8 @@ func TestScreenAndInput(t *testing.T) {
 	if _, err := c.Screen("web:0", false); !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Message != "web:0 is not a terminal program (tty = false)" {
 		t.Errorf("Screen(web:0): %v", err)
 	}
-	if _, err := c.Input("planner:0", program.Input{Keys: []string{"Nope"}}); !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, `"Nope"`) {
-		t.Errorf("Input with an unknown key: %v", err)
+	if _, err := c.Input("planner:0", program.Input{Keys: []string{"Enter", ""}}); !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "key 2 is empty") {
+		t.Errorf("Input with an empty key: %v", err)
 	}
 }
 

@@ -63,12 +63,26 @@ type Cursor struct {
 
 // Input is what one send types into a terminal (POST
 // /v1/programs/{id}/input): Text first (as a bracketed paste when the
-// program turned that mode on), then each of Keys, named as tmux's send-keys
-// names them ("Enter", "C-c", "M-x", "F5"), then Enter if set.
+// program turned that mode on, unless Literal: then as keystrokes, as
+// tmux's send-keys -l types it), then each of Keys, named as tmux's
+// send-keys names them ("Enter", "C-c", "M-x", "F5") or, when an item is
+// no key name, typed as it is written (":set nu"), then Enter if set.
 type Input struct {
-	Text  string   `json:"text,omitempty"`
-	Keys  []string `json:"keys,omitempty"`
-	Enter bool     `json:"enter,omitempty"`
+	Text    string   `json:"text,omitempty"`
+	Keys    []string `json:"keys,omitempty"`
+	Enter   bool     `json:"enter,omitempty"`
+	Literal bool     `json:"literal,omitempty"`
+}
+
+// Size is the bytes of text in carries, its Text and its Keys (a key's
+// name is counted as written, which is at least what it types): what the
+// MaxInput cap is on.
+func (in Input) Size() int {
+	n := len(in.Text)
+	for _, k := range in.Keys {
+		n += len(k)
+	}
+	return n
 }
 
 // Attach is a client's end of a tty instance's terminal

@@ -106,7 +106,7 @@ func (h *TTY) Send(in program.Input) error {
 	if err != nil {
 		return err
 	}
-	return inputError(t.Send(terminal.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter}))
+	return inputError(t.Send(terminal.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter, Literal: in.Literal}))
 }
 
 // inputError maps the terminal's input errors to program's.

@@ -73,9 +73,10 @@
 // BTab, BSpace, Space, arrows, Home, End, PageUp, PageDown, IC, DC,
 // F1…F12, C-a…C-z, M-x, S-/C-/M- on the named keys, KP0…KP9), then
 // Enter. Text goes in as a bracketed paste when the program turned that
-// mode on; arrows follow its cursor key mode, byte for byte as tmux's
-// send-keys. An unknown key name is an error naming it; text over
-// MaxInput (64 KiB) is ErrInputTooLarge; Write gives up with
+// mode on, unless Literal (keystrokes, as send-keys -l); arrows follow its
+// cursor key mode, byte for byte as tmux's send-keys, and an item that is
+// no key name is typed as it is written, as send-keys types it. Text and
+// keys over MaxInput (64 KiB) are ErrInputTooLarge; Write gives up with
 // ErrInputStalled after a few seconds of a program that reads no input.
 //
 // # Clients

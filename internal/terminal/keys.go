@@ -13,24 +13,31 @@ const MaxInput = 64 << 10
 // ErrInputTooLarge is Input's error for text over MaxInput bytes.
 var ErrInputTooLarge = errors.New("input text is over 64 KiB")
 
-// Input is what to type into a terminal: text, then named keys, then
-// Enter when asked. Text goes in as a bracketed paste when the program
-// turned that mode on, else as it is.
+// Input is what to type into a terminal: text, then keys, then Enter
+// when asked. Text goes in as a bracketed paste when the program turned
+// that mode on, unless Literal, else as it is (keystrokes).
 type Input struct {
-	Text  string
-	Keys  []string // tmux's key names: Enter, C-c, M-x, Up, F5, …
-	Enter bool
+	Text    string
+	Keys    []string // tmux's key names (Enter, C-c, M-x, Up, F5, …), or text typed as written
+	Enter   bool
+	Literal bool // the text as keystrokes, never a paste (tmux's send-keys -l)
 }
 
 // Encode returns the bytes Input types into a terminal in the given modes.
-// Unknown key names are an error naming them; nothing is typed then.
+// A key that is no key name is typed as it is written, as tmux's
+// send-keys types it (":set nu"); it is never pasted. Over MaxInput bytes
+// of text and keys is ErrInputTooLarge; nothing is typed then.
 func (in Input) Encode(bracketedPaste, appCursor bool) ([]byte, error) {
-	if len(in.Text) > MaxInput {
+	n := len(in.Text)
+	for _, k := range in.Keys {
+		n += len(k)
+	}
+	if n > MaxInput {
 		return nil, ErrInputTooLarge
 	}
 	var b []byte
 	if in.Text != "" {
-		if bracketedPaste {
+		if bracketedPaste && !in.Literal {
 			b = AppendPaste(b, in.Text)
 		} else {
 			b = append(b, in.Text...)
@@ -39,7 +46,7 @@ func (in Input) Encode(bracketedPaste, appCursor bool) ([]byte, error) {
 	for _, k := range in.Keys {
 		kb, err := KeyBytes(k, appCursor)
 		if err != nil {
-			return nil, err
+			kb = []byte(k) // no key's name: its text, as tmux types it
 		}
 		b = append(b, kb...)
 	}

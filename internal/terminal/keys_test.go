@@ -110,7 +110,41 @@ func TestInputEncode(t *testing.T) {
 	if _, err := (Input{Text: strings.Repeat("x", MaxInput)}).Encode(false, false); err != nil {
 		t.Fatalf("at the cap: %v", err)
 	}
-	if _, err := (Input{Text: "x", Keys: []string{"Nope"}}).Encode(false, false); err == nil || !strings.Contains(err.Error(), `"Nope"`) {
-		t.Fatalf("unknown key: %v", err)
+	// No key's name is typed as written, never pasted; literal text is
+	// typed as keystrokes, not pasted (tmux's send-keys and send-keys -l).
+	if got, err := (Input{Text: ":q!", Keys: []string{":set nu", "Enter", "C-"}, Literal: true}).Encode(true, false); err != nil || string(got) != ":q!:set nu\rC-" {
+		t.Fatalf("literal text and keys as text: %q, %v", got, err)
+	}
+	if _, err := (Input{Text: "x", Keys: []string{strings.Repeat("k", MaxInput)}}).Encode(false, false); !errors.Is(err, ErrInputTooLarge) {
+		t.Fatalf("text and keys over the cap: %v", err)
+	}
+}
+
+// TestKeysAsTextMatchTmux: an item that is no key name is typed as it is
+// written, as tmux's send-keys types it.
+func TestKeysAsTextMatchTmux(t *testing.T) {
+	m := newTmux(t)
+	file := filepath.Join(t.TempDir(), "keys")
+	m.start("text", Size{Cols: 80, Rows: 10}, fmt.Sprintf(`stty raw -echo; printf ready; exec cat > %s`, file))
+	m.stable("text", func(s string) bool { return strings.Contains(s, "ready") })
+	items := []string{":set nu", "Enter", "Hyper-x", "C-", "hello, world", "F13", ",", "Escape", "ü ber"}
+	for _, k := range items {
+		m.must("send-keys", "-t", "text", k)
+	}
+	want, err := Input{Keys: items}.Encode(false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var got []byte
+	for time.Now().Before(deadline) {
+		got, _ = os.ReadFile(file)
+		if len(got) >= len(want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("tmux sent\n%q\nEncode gives\n%q", got, want)
 	}
 }
