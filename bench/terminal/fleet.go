@@ -32,6 +32,9 @@ type InProc struct {
 	ScreenHeap   int64 `json:"screen_heap_bytes"`   // per 120x40 screen with the prompt drawn
 	TerminalHeap int64 `json:"terminal_heap_bytes"` // per terminal (pty, screen, epoll watch), the prompt drawn
 	Goroutines   int   `json:"terminal_goroutines"` // added by N terminals
+	// HistoryHeap is what tty_history's default costs a screen once 2,000
+	// lines of 120 columns have scrolled off its top, beyond the screen.
+	HistoryHeap int64 `json:"history_heap_bytes"`
 }
 
 const prompt = `printf '> '; exec sleep 100000`
@@ -119,6 +122,29 @@ func inProcess(n int) (InProc, error) {
 	r.ScreenHeap = (heap() - h0) / int64(n)
 	runtime.KeepAlive(screens)
 	screens = nil
+
+	// The history: 2,000 lines of a coloured build log, up to 120 columns.
+	var log strings.Builder
+	for i := range 2000 + terminal.DefaultSize.Rows {
+		fmt.Fprintf(&log, "\x1b[32m[%05d]\x1b[0m compiling internal/package%d/file_%d.go \x1b[1;33mwarning\x1b[0m: unused variable x%d in %s\r\n",
+			i, i%97, i, i*7, strings.Repeat("the quick brown fox ", i%4))
+	}
+	withHistory := func(lines int) int64 {
+		h0 := heap()
+		keep := make([]*terminal.Screen, min(n, 200))
+		for i := range keep {
+			keep[i] = terminal.NewScreen(terminal.DefaultSize)
+			keep[i].SetHistory(lines)
+			keep[i].Feed([]byte(log.String()))
+		}
+		h := (heap() - h0) / int64(len(keep))
+		runtime.KeepAlive(keep)
+		return h
+	}
+	heap() // the packers' pools from before are gone after two collections
+	without := withHistory(0)
+	heap()
+	r.HistoryHeap = withHistory(2000) - without
 
 	terms := make([]*terminal.Terminal, 0, n)
 	slaves := make([]*os.File, 0, n)

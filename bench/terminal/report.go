@@ -193,6 +193,10 @@ func reportFleets(w io.Writer, r Results) {
 	if in := r.InProc; in != nil {
 		fmt.Fprintf(w, "what its parts cost: the 120x40 screen %s of heap; the rest of the terminal (the pty's state, the epoll watch) %s, %d goroutines for %d;\n",
 			kib(in.ScreenHeap), kib(in.TerminalHeap-in.ScreenHeap), in.Goroutines, r.N)
+		if in.HistoryHeap > 0 {
+			fmt.Fprintf(w, "the history (tty_history 2000) once 2,000 lines of 120 columns have scrolled: %s more per tty run (target <= 64 KiB: %s);\n",
+				kib(in.HistoryHeap), verdict(in.HistoryHeap <= 64<<10))
+		}
 		if rest := added - in.TerminalHeap; rest >= 0 {
 			fmt.Fprintf(w, "the rest of the %s, %s, is the daemon's beside the terminal (a tty run's bookkeeping over a plain run's, heap slack)\n",
 				kib(added), kib(rest))

@@ -18,7 +18,7 @@ import (
 // stubTerminals has one terminal, web:0, whose screen says "hi".
 type stubTerminals struct{}
 
-func (stubTerminals) Screen(id string, ansi bool) (program.Screen, error) {
+func (stubTerminals) Screen(id string, ansi bool, history int) (program.Screen, error) {
 	return program.Screen{ID: id, Cols: 10, Rows: 2, Lines: []string{"hi", ""}, Running: true}, nil
 }
 

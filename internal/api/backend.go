@@ -144,7 +144,7 @@ type Subscription interface {
 type Terminals interface {
 	// Screen returns the screen of a tty instance's current run, or of its
 	// last run when none is in place (Running false); ansi fills ANSI too.
-	Screen(id string, ansi bool) (program.Screen, error)
+	Screen(id string, ansi bool, history int) (program.Screen, error)
 	// Input types in into the terminal of each running tty instance the
 	// selector names ("name:k", a bare name, "all") and returns their ids.
 	// A name that names no running tty instance is an error.

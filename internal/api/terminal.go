@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,7 +33,8 @@ const maxInputBody = 6*program.MaxInput + 64<<10
 const maxKeys = 4096
 
 // screen answers GET /v1/screen/{id}: the screen of one tty instance's run
-// now (or of its last run), with ?ansi=1 its colours too.
+// now (or of its last run), with ?ansi=1 its colours too, with
+// ?history=N up to N lines of its history above it (docs/terminal.md).
 func (s *Server) screen(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Terminals == nil {
 		return errNoTerminals
@@ -41,19 +43,51 @@ func (s *Server) screen(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	history, asked, err := historyParam(r)
+	if err != nil {
+		return err
+	}
 	id, err := s.oneInstance(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	scr, err := s.opts.Terminals.Screen(id, ansi)
+	scr, err := s.opts.Terminals.Screen(id, ansi, history)
 	if err != nil {
 		return err
 	}
 	if scr.Lines == nil {
 		scr.Lines = []string{}
 	}
-	writeJSON(w, http.StatusOK, scr)
+	if !asked {
+		writeJSON(w, http.StatusOK, scr)
+		return nil
+	}
+	// Asked for, history is there even when empty.
+	out := struct {
+		program.Screen
+		History []string `json:"history"`
+	}{scr, scr.History}
+	if out.History == nil {
+		out.History = []string{}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// maxHistoryParam bounds ?history=N: tty_history's own bound.
+const maxHistoryParam = 100000
+
+// historyParam reads ?history=N (0 to maxHistoryParam lines).
+func historyParam(r *http.Request) (n int, asked bool, err error) {
+	v := r.URL.Query().Get("history")
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxHistoryParam {
+		return 0, false, badRequest(fmt.Sprintf("history=%q: want a number of lines from 0 to %d", v, maxHistoryParam))
+	}
+	return n, true, nil
 }
 
 // input answers POST /v1/programs/{id}/input: body {"text", "keys",

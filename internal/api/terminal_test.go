@@ -127,6 +127,40 @@ func TestScreen(t *testing.T) {
 	}
 }
 
+func TestScreenHistory(t *testing.T) {
+	f := newTermFixture(t)
+	var b strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&b, "\x1b[3%dmline %d\x1b[0m\r\n", i%8, i)
+	}
+	f.tt.Output("planner:0", []byte(b.String()))
+	// 24 rows: "> line 0" ... "line 6" scrolled off the top.
+	code, body := f.do(t, "GET", "/v1/screen/planner:0?history=3", "")
+	if code != http.StatusOK {
+		t.Fatalf("?history=3: %d %s", code, body)
+	}
+	scr := decode[program.Screen](t, body)
+	if !slices.Equal(scr.History, []string{"line 4", "line 5", "line 6"}) || scr.Lines[0] != "line 7" || scr.HistoryANSI != nil {
+		t.Errorf("?history=3: history %q, first row %q, history_ansi %q", scr.History, scr.Lines[0], scr.HistoryANSI)
+	}
+	_, body = f.do(t, "GET", "/v1/screen/planner:0?history=100&ansi=1", "")
+	scr = decode[program.Screen](t, body)
+	if len(scr.History) != 7 || scr.History[0] != "> line 0" || len(scr.HistoryANSI) != 7 || !strings.Contains(scr.HistoryANSI[1], "\x1b[31mline 1") {
+		t.Errorf("?history=100&ansi=1: %q, %q", scr.History, scr.HistoryANSI)
+	}
+	// Asked for, it is there even when empty; not asked for, it is not.
+	if _, body = f.do(t, "GET", "/v1/screen/planner:0?history=0", ""); !strings.Contains(body, `"history":[]`) {
+		t.Errorf("?history=0: %s", body)
+	}
+	if _, body = f.do(t, "GET", "/v1/screen/planner:0", ""); strings.Contains(body, `"history"`) {
+		t.Errorf("no ?history: %s", body)
+	}
+	for _, bad := range []string{"-1", "x", "100001"} {
+		code, body := f.do(t, "GET", "/v1/screen/planner:0?history="+bad, "")
+		wantError(t, "?history="+bad, code, body, http.StatusBadRequest, "history")
+	}
+}
+
 func TestScreenBadInput(t *testing.T) {
 	f := newTermFixture(t)
 	for _, c := range []struct {

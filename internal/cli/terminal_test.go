@@ -53,6 +53,24 @@ func TestScreenVerb(t *testing.T) {
 	run(t, "--socket", filepath.Join(shortDir(t), "none.sock"), "screen", "planner:0").wantErr(t, 4, "no tend daemon")
 }
 
+func TestScreenVerbHistory(t *testing.T) {
+	d := ttyDaemon(t)
+	d.tt.Output("planner:0", []byte("one\r\n\x1b[32mtwo\x1b[0m\r\nthree\r\nfour\r\nfive\r\nsix"))
+	// 4 rows: "> one", "two" scrolled off, as tmux capture-pane -p -S -N prints them.
+	d.tend(t, "screen", "planner:0", "--history", "1").want(t, 0, "two\nthree\nfour\nfive\nsix\n")
+	d.tend(t, "screen", "planner:0", "--history", "50").want(t, 0, "> one\ntwo\nthree\nfour\nfive\nsix\n")
+	r := d.tend(t, "screen", "planner:0", "--history", "5", "--ansi")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "> one\x1b[0m\n") && !strings.HasPrefix(r.stdout, "> one\n") || !strings.Contains(r.stdout, "\x1b[32mtwo") {
+		t.Errorf("screen --history 5 --ansi: exit %d %q", r.code, r.stdout)
+	}
+	r = d.tend(t, "screen", "planner:0", "--history", "5", "--json")
+	var scr program.Screen
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &scr) != nil || strings.Join(scr.History, "|") != "> one|two" {
+		t.Errorf("screen --history 5 --json: exit %d %q", r.code, r.stdout)
+	}
+	d.tend(t, "screen", "planner:0", "--history", "-1").wantErr(t, 2, "--history")
+}
+
 func TestSendVerb(t *testing.T) {
 	d := ttyDaemon(t)
 	d.tend(t, "send", "planner:0", "fix", "the", "bug", "--enter").want(t, 0, "")

@@ -48,6 +48,7 @@ user = "nobody"
 group = "nogroup"
 tty = true
 tty_size = "80x24"
+tty_history = 500
 protocol = ""
 permission = "deny"
 labels = { session = "s-42", owner = "ana" }
@@ -121,7 +122,7 @@ func TestFullExample(t *testing.T) {
 
 		Instances: 3, Agent: true, TurnIdleAfter: 20 * time.Second, TurnGrace: 10 * time.Minute,
 		User: "nobody", Group: "nogroup",
-		Tty: true, TtyCols: 80, TtyRows: 24, Permission: program.PermissionDeny,
+		Tty: true, TtyCols: 80, TtyRows: 24, TtyHistory: 500, Permission: program.PermissionDeny,
 		Labels:  map[string]string{"session": "s-42", "owner": "ana"},
 		Restart: program.RestartOnFailure, Autostart: false, Ready: program.ReadyNotify, StartTimeout: 45 * time.Second,
 		StopSignal: syscall.SIGINT, StopGrace: 3 * time.Second,
@@ -174,7 +175,7 @@ func TestDefaultsApplied(t *testing.T) {
 	}
 	want := program.Spec{
 		Name: "web", Shell: "exec ./server", Cwd: dir,
-		Instances: 1, TurnIdleAfter: 10 * time.Second, TtyCols: 120, TtyRows: 40, Permission: program.PermissionAsk,
+		Instances: 1, TurnIdleAfter: 10 * time.Second, TtyCols: 120, TtyRows: 40, TtyHistory: 2000, Permission: program.PermissionAsk,
 		Restart: "always", Autostart: true, Ready: "spawn", StartTimeout: 30 * time.Second,
 		StopSignal: syscall.SIGTERM, StopGrace: 10 * time.Second,
 		BackoffInitial: time.Second, BackoffMax: time.Minute, BackoffJitter: 0.1,

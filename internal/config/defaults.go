@@ -40,6 +40,7 @@ func defaultSpec() program.Spec {
 		TurnIdleAfter: 10 * time.Second,
 		TtyCols:       defaultTTYCols,
 		TtyRows:       defaultTTYRows,
+		TtyHistory:    defaultTTYHistory,
 		Permission:    program.PermissionAsk,
 
 		Restart:      program.RestartAlways,
@@ -94,7 +95,7 @@ var programKeys = []string{
 	"wedge_restart_grace", "wedge_loop_budget", "wedge_loop_window",
 	"probe", "logs",
 	"labels",
-	"tty", "tty_size",
+	"tty", "tty_size", "tty_history",
 	"protocol", "permission",
 }
 

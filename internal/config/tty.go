@@ -8,12 +8,14 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// terminal reads tty and tty_size (docs/terminal.md): whether runs get a
-// pseudo-terminal, and its size until a client resizes it. The size is
-// checked whether or not tty is on, so a [defaults] size is right for
-// every program that turns it on.
+// terminal reads tty, tty_history and tty_size (docs/terminal.md):
+// whether runs get a pseudo-terminal, the lines of history kept above its
+// screen, and its size until a client resizes it. The size is checked
+// whether or not tty is on, so a [defaults] size is right for every
+// program that turns it on.
 func (d *programDecoder) terminal(v view, s *program.Spec) {
 	d.setBool(v, "tty", &s.Tty)
+	d.setInt(v, "tty_history", &s.TtyHistory, 0, maxTTYHistory)
 	var text string
 	p, ok := d.setString(v, "tty_size", &text)
 	if !ok {
@@ -36,6 +38,9 @@ const (
 	minTTYRows, maxTTYRows = 2, 500
 	defaultTTYCols         = 120
 	defaultTTYRows         = 40
+
+	defaultTTYHistory = 2000   // lines, as tmux's history-limit
+	maxTTYHistory     = 100000 // lines: 50 times the default, a few MiB per run at most
 )
 
 // parseTTYSize reads COLSxROWS ("120x40") within the bounds, with

@@ -21,12 +21,12 @@ var _ api.Terminals = (*terminals)(nil)
 
 // Screen implements api.Terminals: the current run's screen, or the last
 // run's (Running false) when the instance is not running.
-func (t *terminals) Screen(id string, ansi bool) (program.Screen, error) {
+func (t *terminals) Screen(id string, ansi bool, history int) (program.Screen, error) {
 	tty, id, err := t.one(id)
 	if err != nil {
 		return program.Screen{}, err
 	}
-	s, err := tty.Screen(ansi)
+	s, err := tty.Screen(ansi, history)
 	return s, t.why(id, err)
 }
 

@@ -50,7 +50,7 @@ func startDaemonSeen(t *testing.T, dir, config string) (*client.Client, *daemon,
 // screenText is id's screen, one line per row, trailing blank rows left out.
 func screenText(t *testing.T, d *daemon, id string) string {
 	t.Helper()
-	s, err := d.terminals.Screen(id, false)
+	s, err := d.terminals.Screen(id, false, 0)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
@@ -143,7 +143,7 @@ func TestTerminalsOfADaemon(t *testing.T) {
 	}
 
 	// Refusals.
-	_, err = d.terminals.Screen("worker:0", false)
+	_, err = d.terminals.Screen("worker:0", false, 0)
 	if !errors.Is(err, program.ErrNotTerminal) || err.Error() != "worker:0 is not a terminal program (tty = false)" {
 		t.Errorf("screen of worker:0: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestTerminalsOfADaemon(t *testing.T) {
 	if _, err := d.terminals.Attach("worker:0", true); !errors.Is(err, program.ErrNotTerminal) {
 		t.Errorf("attach to worker:0: %v", err)
 	}
-	if _, err := d.terminals.Screen("nope:0", false); !errors.Is(err, program.ErrNotFound) {
+	if _, err := d.terminals.Screen("nope:0", false, 0); !errors.Is(err, program.ErrNotFound) {
 		t.Errorf("screen of nope:0: %v", err)
 	}
 	if _, err := d.terminals.Input("sh:0", program.Input{Text: strings.Repeat("x", program.MaxInput+1)}); !errors.Is(err, program.ErrTooLarge) {
@@ -165,7 +165,7 @@ func TestTerminalsOfADaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "sh:0 stopped", func() bool { st, _ := c.Status("sh:0"); return st.State == program.StateStopped })
-	s, err := d.terminals.Screen("sh:0", false)
+	s, err := d.terminals.Screen("sh:0", false, 0)
 	if err != nil || s.Running || !strings.Contains(strings.Join(s.Lines, "\n"), "42 xterm-256color") {
 		t.Errorf("the ended run's screen: %+v %v", s, err)
 	}

@@ -78,7 +78,13 @@ func TestDashboardTerminalInBrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "web:0's details without a terminal", `document.getElementById('d-title').textContent === 'web:0' && document.getElementById('d-term-section').hidden`)
 
-	// planner:0's terminal: the screen at once, fitted to the panel.
+	// planner:0's terminal: the screen at once, fitted to the panel, its
+	// history in the scrollback above it.
+	var hist strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&hist, "history line %d\r\n", i)
+	}
+	tt.Output("planner:0", []byte(hist.String()+"> "))
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rows [data-id="planner:0"] .c-id`))); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +102,13 @@ func TestDashboardTerminalInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#d-term .xterm-screen`))); err != nil {
 		t.Fatal(err)
 	}
+	// Shift+PageUp shows the scrollback: the history is there.
+	for range 3 {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.PageUp, chromedp.KeyModifiers(chromedp.ModifierShift))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJS(t, ctx, "the history in the scrollback", termRows+`.includes('history line 0history line 1')`)
 	typeKeys(t, ctx, "hello world\r")
 	t.Cleanup(func() {
 		if t.Failed() {

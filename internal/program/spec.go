@@ -91,6 +91,7 @@ type Spec struct {
 	// TtyCols x TtyRows until a client resizes it (default 120x40).
 	Tty              bool
 	TtyCols, TtyRows int
+	TtyHistory       int               // lines kept above the screen (default 2000; 0 keeps none)
 	Labels           map[string]string // KEY = "VALUE" pairs to select by (-l, ?label=); nil = none; read-only once made
 	// Protocol is what tend speaks on the run's stdin and stdout:
 	// ProtocolNone (the default, nothing) or ProtocolACP, the Agent Client

@@ -46,6 +46,11 @@ type Screen struct {
 	ANSI      []string `json:"ansi,omitempty"`
 	Title     string   `json:"title"`
 	ChangedAt Time     `json:"changed_at"`
+	// History is up to the asked number of the lines that scrolled off the
+	// top, oldest first (?history=N); HistoryANSI the same with colours
+	// (with ?ansi=1 too).
+	History     []string `json:"history,omitempty"`
+	HistoryANSI []string `json:"history_ansi,omitempty"`
 	// Running is false for the last screen of a run that has ended.
 	Running bool `json:"running"`
 }

@@ -88,7 +88,7 @@ func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
 	size := h.size
 	h.mu.Unlock()
 	output, made := in.ttyOutput()
-	t, slave, err := terminal.Open(terminal.Options{Size: size, Output: output})
+	t, slave, err := terminal.Open(terminal.Options{Size: size, History: in.spec.TtyHistory, Output: output})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
@@ -236,7 +236,7 @@ func (in *Instance) adoptTTY(a Adoption) {
 	// carry the millisecond it started in.
 	replay, at := in.out.TTYTail(a.StartedAt.Truncate(time.Millisecond), replayMax)
 	output, made := in.ttyOutput()
-	t, err := terminal.Adopt(fd, terminal.Options{Size: size, Replay: replay, ReplayAt: at, Output: output})
+	t, err := terminal.Adopt(fd, terminal.Options{Size: size, History: in.spec.TtyHistory, Replay: replay, ReplayAt: at, Output: output})
 	if err != nil {
 		h.begin(nil, a.PID, "the adopted run's terminal cannot be read: "+err.Error())
 		in.out.Note("cannot read the adopted run's terminal: " + err.Error())

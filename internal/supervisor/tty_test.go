@@ -33,7 +33,7 @@ func (h *harness) ttyOf(id string) *TTY {
 // screenOf is id's screen as text, one line per row.
 func (h *harness) screenOf(id string) string {
 	h.t.Helper()
-	s, err := h.ttyOf(id).Screen(false)
+	s, err := h.ttyOf(id).Screen(false, 0)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
@@ -114,7 +114,7 @@ func TestTTYAttachFollowsTheInstance(t *testing.T) {
 	if a.End() != program.LifecycleDone {
 		t.Errorf("end %q", a.End())
 	}
-	scr, err := tty.Screen(true)
+	scr, err := tty.Screen(true, 0)
 	if err != nil || scr.Running || !strings.Contains(strings.Join(scr.Lines, "\n"), second) || len(scr.ANSI) != 8 {
 		t.Errorf("the ended run's screen: %+v, %v", scr, err)
 	}

@@ -61,8 +61,9 @@ func (h *TTY) Running() bool {
 // Screen returns the current run's screen, or the last run's when none
 // runs (Running false), also of a run that ended before this daemon
 // started (ttyended.go); with ansi, its rows with colours and attributes
-// too. ErrNotRunning before any run.
-func (h *TTY) Screen(ansi bool) (program.Screen, error) {
+// too; with history, up to that many lines of history. ErrNotRunning
+// before any run.
+func (h *TTY) Screen(ansi bool, history int) (program.Screen, error) {
 	h.rebuilt() // a run that ended before this daemon: its screen from its log
 	h.mu.Lock()
 	t, running := h.last, h.cur != nil
@@ -75,14 +76,21 @@ func (h *TTY) Screen(ansi bool) (program.Screen, error) {
 		return program.Screen{}, err
 	}
 	var snap terminal.Snapshot
-	var rows []string
+	var rows, hist, histANSI []string
 	t.View(func(s *terminal.Screen) {
 		snap = s.Snapshot()
 		if ansi {
 			rows = strings.Split(strings.TrimSuffix(s.ANSI(), "\n"), "\n")
 		}
+		if history > 0 {
+			hist = s.History(history, false)
+			if ansi {
+				histANSI = s.History(history, true)
+			}
+		}
 	})
 	return program.Screen{
+		History: hist, HistoryANSI: histANSI,
 		ID: h.in.id, Cols: snap.Cols, Rows: snap.Rows,
 		Cursor: program.Cursor{X: snap.Cursor.X, Y: snap.Cursor.Y},
 		Lines:  snap.Lines, ANSI: rows, Title: snap.Title,

@@ -43,7 +43,7 @@ func (h *TTY) rebuilt() {
 	replay, at := h.in.out.TTYTail(from.Truncate(time.Millisecond), replayMax)
 	var t *terminal.Terminal
 	if len(replay) > 0 {
-		t, _ = terminal.Ended(terminal.Options{Size: size, Replay: replay, ReplayAt: at})
+		t, _ = terminal.Ended(terminal.Options{Size: size, History: h.in.spec.TtyHistory, Replay: replay, ReplayAt: at})
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

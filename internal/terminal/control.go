@@ -100,6 +100,9 @@ func (s *Screen) esc(cmd ansi.Cmd) {
 	case 'M':
 		s.reverseIndex()
 	case 'c':
+		if s.historyOn() {
+			s.clearIntoHistory() // RIS clears the screen, into history as ED 2 does
+		}
 		size := s.Size()
 		s.reset(size)
 		s.changed = true
@@ -117,26 +120,18 @@ func (s *Screen) alignmentTest() {
 		for x := range s.cols {
 			s.g.rows[y][x] = cell{r: 'E', w: 1}
 		}
-		s.g.wrapped[y] = false
+		s.g.wrapped[y], s.g.used[y] = false, uint16(s.cols)
 	}
 	s.x, s.y = 0, 0
 	s.changed = true
 }
 
-// osc carries out an operating system command: the title, and the
-// queries of the default colours, answered as tmux answers them (white on
-// black) so a program that asks before choosing a theme need not wait.
+// osc carries out an operating system command: the title. The colour
+// queries (OSC 10, 11 and the rest) go unanswered, as under tmux 3.3a: a
+// program that asks picks the same theme under tend as under tmux
+// (docs/terminal.md).
 func (s *Screen) osc(cmd int, data []byte) {
 	switch cmd {
-	case 10, 11:
-		if _, q, _ := strings.Cut(string(data), ";"); q == "?" {
-			c := "ffff/ffff/ffff"
-			if cmd == 11 {
-				c = "0000/0000/0000"
-			}
-			s.reply("\x1b]" + strconv.Itoa(cmd) + ";rgb:" + c + "\x1b\\")
-		}
-		return
 	case 0, 2:
 	default:
 		return
@@ -206,7 +201,7 @@ func (s *Screen) csi(cmd ansi.Cmd, params ansi.Params) {
 	case 'P':
 		s.deleteCells(n())
 	case 'S':
-		s.scrollUp(min(n(), s.rows))
+		s.scrollUp(min(n(), s.rows), true)
 	case 'T':
 		if len(params) <= 1 { // with more, it is a mouse tracking request
 			s.scrollDown(min(n(), s.rows))
@@ -225,6 +220,12 @@ func (s *Screen) csi(cmd ansi.Cmd, params ansi.Params) {
 	case 'c':
 		if p(0, 0) == 0 {
 			s.reply("\x1b[?1;2c") // a VT100 with advanced video, as tmux answers
+		}
+	case 't':
+		// The size in characters, columns first as tmux 3.3a gives it
+		// (xterm gives rows first); tmux answers no other window query.
+		if p(0, 0) == 18 {
+			s.reply("\x1b[8;" + strconv.Itoa(s.cols) + ";" + strconv.Itoa(s.rows) + "t")
 		}
 	case 'd':
 		s.moveTo(s.x, n()-1)
@@ -269,12 +270,12 @@ func (s *Screen) csiPrivate(cmd ansi.Cmd, params ansi.Params) {
 		for i := range params {
 			s.setDECMode(params[i].Param(0), cmd.Final() == 'h')
 		}
-	case cmd.Prefix() == '>' && cmd.Final() == 'c':
-		s.reply("\x1b[>0;0;0c")
+	case cmd.Prefix() == '>' && cmd.Final() == 'c' && cmd.Intermediate() == 0:
+		s.reply("\x1b[>84;0;0c") // DA2: tmux's ('T'), so programs draw as they do under tmux
+	case cmd.Prefix() == '>' && cmd.Final() == 'q' && cmd.Intermediate() == 0:
+		s.reply("\x1bP>|tmux 3.3a\x1b\\") // XTVERSION, tmux's answer for the same reason
 	case cmd.Intermediate() == '!' && cmd.Final() == 'p':
 		s.softReset()
-	case cmd.Intermediate() == '$' && cmd.Final() == 'p':
-		s.reportMode(cmd.Prefix() == '?', params)
 	}
 }
 
@@ -310,6 +311,10 @@ func (s *Screen) eraseDisplay(mode int) {
 	x := min(s.x, s.cols)
 	switch mode {
 	case 0:
+		if x == 0 && s.y == 0 && s.historyOn() {
+			s.clearIntoHistory()
+			return
+		}
 		s.erase(s.y, x, s.cols)
 		for y := s.y + 1; y < s.rows; y++ {
 			s.erase(y, 0, s.cols)
@@ -320,8 +325,17 @@ func (s *Screen) eraseDisplay(mode int) {
 		}
 		s.erase(s.y, 0, min(x+1, s.cols))
 	case 2:
+		if s.historyOn() {
+			s.clearIntoHistory()
+			return
+		}
 		for y := range s.rows {
 			s.erase(y, 0, s.cols)
+		}
+	case 3: // the history
+		if s.hist.Len() > 0 {
+			s.hist.clear()
+			s.changed = true
 		}
 	}
 }
@@ -357,7 +371,7 @@ func (s *Screen) deleteLines(n int) {
 	}
 	top := s.top
 	s.top = s.y
-	s.scrollUp(min(n, s.rows))
+	s.scrollUp(min(n, s.rows), false)
 	s.top = top
 	s.x = 0
 }
@@ -423,63 +437,9 @@ func (s *Screen) setDECMode(m int, on bool) {
 			s.saveCursor()
 			s.useAlt(true)
 		} else {
-			s.useAlt(false)
-			s.restoreCursor()
+			s.leaveAlt(true)
 		}
 	}
-}
-
-// decModeState is what DECRQM reports for a DEC mode: 1 set, 2 reset,
-// 0 unknown.
-func (s *Screen) decModeState(m int) int {
-	var on bool
-	switch m {
-	case 1:
-		on = s.modes.appCursor
-	case 6:
-		on = s.modes.origin
-	case 7:
-		on = !s.modes.noWrap
-	case 25:
-		on = !s.modes.cursorHidden
-	case 9, 1000, 1002, 1003:
-		on = s.modes.mouse == m
-	case 1004:
-		on = s.modes.focus
-	case 1006:
-		on = s.modes.mouseSGR
-	case 1049, 1047, 47:
-		on = s.alt != nil
-	case 2004:
-		on = s.modes.bracketedPaste
-	case 2026:
-		on = s.modes.syncedOutput
-	default:
-		return 0
-	}
-	if on {
-		return 1
-	}
-	return 2
-}
-
-// reportMode answers DECRQM.
-func (s *Screen) reportMode(dec bool, params ansi.Params) {
-	m, _, _ := params.Param(0, 0)
-	v := 0
-	switch {
-	case dec:
-		v = s.decModeState(m)
-	case m == 4:
-		v = 2 - b2i(s.modes.insert)
-	case m == 20:
-		v = 2 - b2i(s.modes.newline)
-	}
-	q := ""
-	if dec {
-		q = "?"
-	}
-	s.reply("\x1b[" + q + strconv.Itoa(m) + ";" + strconv.Itoa(v) + "$y")
 }
 
 func b2i(b bool) int {

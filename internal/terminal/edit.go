@@ -101,6 +101,7 @@ func (s *Screen) put(r rune, w int) {
 		}
 		s.changed = true
 	}
+	s.g.use(s.y, s.x+w)
 	s.x += w
 	if s.modes.noWrap && s.x >= s.cols {
 		s.x = s.cols - 1
@@ -141,7 +142,7 @@ func (s *Screen) combine(r rune) {
 func (s *Screen) lineFeed() {
 	switch {
 	case s.y == s.bot:
-		s.scrollUp(1)
+		s.scrollUp(1, true)
 	case s.y < s.rows-1:
 		s.y++
 	}
@@ -157,11 +158,29 @@ func (s *Screen) reverseIndex() {
 	}
 }
 
-func (s *Screen) scrollUp(n int) {
+// scrollUp scrolls the region up n rows. With toHistory (a line feed or
+// SU, not a deleted line) the rows that leave the main screen's region go
+// into the history, as in tmux, whatever the region.
+func (s *Screen) scrollUp(n int, toHistory bool) {
 	if !s.changed {
 		s.changed = !s.regionStill()
 	}
+	if toHistory && s.historyOn() {
+		n = min(n, s.bot-s.top+1)
+		for i := range n {
+			s.hist.collect()
+			s.pushHistory(s.top + i)
+			s.hist.scrolled++
+		}
+	}
 	s.g.scrollUp(s.top, s.bot, n, s.eraseStyle())
+}
+
+// pushHistory adds the main screen's row y to the history.
+func (s *Screen) pushHistory(y int) {
+	s.xbuf = s.toX(s.xbuf[:0], s.main.rows[y], int(s.main.used[y]))
+	s.hbuf = encodeLine(s.hbuf[:0], s.xbuf, s.main.wrapped[y])
+	s.hist.add(s.hbuf)
 }
 
 func (s *Screen) scrollDown(n int) {
@@ -209,6 +228,7 @@ func (s *Screen) insertCells(n int) {
 	for i := x; i < x+n; i++ {
 		row[i] = blank(st)
 	}
+	s.g.use(s.y, s.cols) // as tmux moves the cells: the row is used to its end
 	s.changed = true
 }
 
@@ -223,18 +243,41 @@ func (s *Screen) deleteCells(n int) {
 	for i := s.cols - n; i < s.cols; i++ {
 		row[i] = blank(st)
 	}
+	s.g.use(s.y, s.cols-n)
 	s.changed = true
 }
 
 // erase blanks columns [x0, x1) of row y with the erase style.
 func (s *Screen) erase(y, x0, x1 int) {
 	st := s.eraseStyle()
-	if !s.changed && s.g.isBlank(y, x0, x1, st) {
-		return
+	if !s.changed && !s.g.isBlank(y, x0, x1, st) {
+		s.changed = true
 	}
 	s.g.clearRow(y, x0, x1, st)
-	s.changed = true
 }
+
+// clearIntoHistory clears the main screen as tmux does with
+// scroll-on-clear (its default): the rows down to the last one used go
+// into the history first.
+func (s *Screen) clearIntoHistory() {
+	last := 0
+	for y := range s.rows {
+		if s.main.used[y] != 0 {
+			last = y + 1
+		}
+	}
+	for y := range last {
+		s.hist.collect()
+		s.pushHistory(y)
+	}
+	for y := range s.rows {
+		s.erase(y, 0, s.cols)
+	}
+	s.hist.scrolled = 0
+}
+
+// historyOn says whether what leaves the screen now goes into history.
+func (s *Screen) historyOn() bool { return s.g == s.main && s.hist.limit > 0 }
 
 // setCursor moves the cursor to (x, y), kept on the screen.
 func (s *Screen) setCursor(x, y int) {
@@ -251,8 +294,27 @@ func (s *Screen) useAlt(on bool) {
 		s.alt = newGrid(s.cols, s.rows)
 		s.g = s.alt
 	} else {
-		s.alt, s.g = nil, s.main
+		s.leaveAlt(false)
 	}
+	s.changed = true
+}
+
+// leaveAlt shows the main screen again, with the saved cursor when
+// restore (1049). The main screen kept its size while hidden: it takes
+// the screen's size now, reflowed with the cursor, as tmux does.
+func (s *Screen) leaveAlt(restore bool) {
+	if s.alt == nil {
+		if restore {
+			s.restoreCursor()
+		}
+		return
+	}
+	s.alt, s.g = nil, s.main
+	if restore {
+		s.restoreCursor()
+	}
+	s.x, s.y = s.resizeMain(s.cols, s.rows, s.x, s.y)
+	s.g = s.main
 	s.changed = true
 }
 

@@ -14,6 +14,7 @@ func Ended(opts Options) (*Terminal, error) {
 	}
 	t := &Terminal{fd: -1, opts: opts, done: make(chan struct{}), clients: map[*Client]struct{}{}}
 	t.scr = NewScreen(opts.Size)
+	t.scr.SetHistory(opts.History)
 	if opts.Clock != nil {
 		t.scr.SetClock(opts.Clock)
 	}

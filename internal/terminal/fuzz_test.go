@@ -16,14 +16,30 @@ func FuzzFeed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16, cols, rows uint8) {
 		size := Size{Cols: MinCols + int(cols)%60, Rows: MinRows + int(rows)%30}
 		whole := NewScreen(size)
+		whole.SetHistory(50)
 		whole.Feed(data)
 		split := NewScreen(size)
+		split.SetHistory(50)
 		c := min(int(cut), len(data))
 		split.Feed(data[:c])
 		split.Feed(data[c:])
 		if whole.Text() != split.Text() {
 			t.Fatalf("cut at %d:\n%q\nwhole:\n%q", c, split.Text(), whole.Text())
 		}
+		if h, w := strings.Join(split.History(50, true), "\n"), strings.Join(whole.History(50, true), "\n"); h != w {
+			t.Fatalf("cut at %d: history\n%q\nwhole:\n%q", c, h, w)
+		}
+		// Resized (reflowed) to another size and back, and fed again.
+		other := Size{Cols: MinCols + int(cut)%50, Rows: MinRows + int(cut/50)%20}
+		r := NewScreen(size)
+		r.SetHistory(50)
+		r.Feed(data)
+		r.Resize(other)
+		checkInvariants(t, r)
+		r.Resize(size)
+		checkInvariants(t, r)
+		r.Feed(data[c:])
+		checkInvariants(t, r)
 		for _, s := range []*Screen{whole, split} {
 			checkInvariants(t, s)
 		}
@@ -33,7 +49,7 @@ func FuzzFeed(f *testing.F) {
 			}
 		}
 		// What a client would be sent must be parsed back without harm.
-		r := NewScreen(size)
+		r = NewScreen(size)
 		r.Feed(whole.Redraw(nil))
 		checkInvariants(t, r)
 		l := NewTextLines(0)
@@ -58,8 +74,16 @@ func checkInvariants(t *testing.T, s *Screen) {
 	if !utf8.ValidString(text) || strings.Count(text, "\n") != s.rows {
 		t.Fatalf("text %q", text)
 	}
+	for _, l := range s.History(s.HistoryLen(), true) {
+		if !utf8.ValidString(l) || strings.ContainsRune(l, '\n') {
+			t.Fatalf("history line %q", l)
+		}
+	}
+	if n := s.HistoryLen(); n > 0 && s.hist.limit == 0 {
+		t.Fatalf("%d lines of history kept with none asked for", n)
+	}
 	for _, g := range []*grid{s.main, s.alt} {
-		if g == nil {
+		if g == nil || g == s.main && s.alt != nil { // the main screen keeps its size under the alternate one
 			continue
 		}
 		if len(g.rows) != s.rows {
@@ -68,6 +92,9 @@ func checkInvariants(t *testing.T, s *Screen) {
 		for _, row := range g.rows {
 			if len(row) != s.cols {
 				t.Fatalf("a row of %d cells", len(row))
+			}
+			if len(g.used) != len(g.rows) || len(g.wrapped) != len(g.rows) {
+				t.Fatalf("row flags %d, %d for %d rows", len(g.used), len(g.wrapped), len(g.rows))
 			}
 			for _, c := range row {
 				if int(c.st) >= max(1, len(s.styles)) || c.r < 0 && int(-c.r-1) >= len(s.clusters) {

@@ -19,11 +19,12 @@ func blank(st uint16) cell { return cell{st: st, w: 1} }
 // cells cut from one array, so scrolling moves row headers, not cells.
 type grid struct {
 	rows    [][]cell
-	wrapped []bool // the row's last column wrapped onto the next row
+	wrapped []bool   // the row's last column wrapped onto the next row
+	used    []uint16 // columns the row has used, as tmux's cellused: what reflow works from
 }
 
 func newGrid(cols, rows int) *grid {
-	g := &grid{rows: make([][]cell, rows), wrapped: make([]bool, rows)}
+	g := &grid{rows: make([][]cell, rows), wrapped: make([]bool, rows), used: make([]uint16, rows)}
 	cells := make([]cell, cols*rows)
 	for i := range cells {
 		cells[i] = blank(0)
@@ -48,6 +49,7 @@ func (g *grid) resized(cols, rows, drop int) *grid {
 			n.rows[y][cols-1] = blank(n.rows[y][cols-1].st) // half a wide character does not fit
 		}
 		n.wrapped[y] = g.wrapped[src] && cols >= len(g.rows[src])
+		n.used[y] = min(g.used[src], uint16(cols))
 	}
 	return n
 }
@@ -61,7 +63,7 @@ func (g *grid) scrollUp(top, bot, n int, st uint16) {
 	if n <= 0 {
 		return
 	}
-	rotate(g.rows[top:bot+1], g.wrapped[top:bot+1], n)
+	g.rotate(top, bot, n)
 	for y := bot - n + 1; y <= bot; y++ {
 		g.clearRow(y, 0, len(g.rows[y]), st)
 	}
@@ -76,28 +78,37 @@ func (g *grid) scrollDown(top, bot, n int, st uint16) {
 	if n <= 0 {
 		return
 	}
-	rotate(g.rows[top:bot+1], g.wrapped[top:bot+1], bot-top+1-n)
+	g.rotate(top, bot, bot-top+1-n)
 	for y := top; y < top+n; y++ {
 		g.clearRow(y, 0, len(g.rows[y]), st)
 	}
 }
 
-// rotate turns rows (and their flags) left by n.
-func rotate(rows [][]cell, wrapped []bool, n int) {
-	reverseRows(rows[:n], wrapped[:n])
-	reverseRows(rows[n:], wrapped[n:])
-	reverseRows(rows, wrapped)
+// rotate turns rows top..bot (and their flags) up by n.
+func (g *grid) rotate(top, bot, n int) {
+	g.reverse(top, top+n-1)
+	g.reverse(top+n, bot)
+	g.reverse(top, bot)
 }
 
-func reverseRows(rows [][]cell, wrapped []bool) {
-	for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
-		rows[i], rows[j] = rows[j], rows[i]
-		wrapped[i], wrapped[j] = wrapped[j], wrapped[i]
+func (g *grid) reverse(i, j int) {
+	for ; i < j; i, j = i+1, j-1 {
+		g.rows[i], g.rows[j] = g.rows[j], g.rows[i]
+		g.wrapped[i], g.wrapped[j] = g.wrapped[j], g.wrapped[i]
+		g.used[i], g.used[j] = g.used[j], g.used[i]
+	}
+}
+
+// use records that row y has used its columns up to x.
+func (g *grid) use(y, x int) {
+	if u := uint16(min(x, len(g.rows[y]))); u > g.used[y] {
+		g.used[y] = u
 	}
 }
 
 // clearRow blanks columns [x0, x1) of row y. Half a wide character left
-// at either edge stays as it is, as in tmux's grid.
+// at either edge stays as it is, as in tmux's grid. Only a whole row
+// cleared is an empty line again (not used, not wrapped), as in tmux.
 func (g *grid) clearRow(y, x0, x1 int, st uint16) {
 	row := g.rows[y]
 	x0, x1 = max(x0, 0), min(x1, len(row))
@@ -108,8 +119,8 @@ func (g *grid) clearRow(y, x0, x1 int, st uint16) {
 	for x := x0; x < x1; x++ {
 		row[x] = b
 	}
-	if x1 == len(row) {
-		g.wrapped[y] = false
+	if x0 == 0 && x1 == len(row) {
+		g.wrapped[y], g.used[y] = false, 0
 	}
 }
 

@@ -11,13 +11,16 @@ import (
 // start and what follows overwrites what was there, as on a terminal, so a
 // progress bar redrawn in place leaves its last state; erasing to the end
 // of the line (ESC[K) cuts it there, backspace and the cursor's moves
-// along the line (ESC[nC, ESC[nD, ESC[nG) step over it, as a shell's line
-// editor redraws a pasted line. A newline ends the line. Tabs stay tabs.
+// along the line (CUF ESC[nC, CUB ESC[nD, CHA ESC[nG, HPA ESC[n`, HPR,
+// tabs to every eighth column, CHT, CBT) step over it or past its end,
+// columns counted as on the screen (a wide character takes two), so the
+// line reads as the screen showed it: a program that places words with
+// cursor moves instead of spaces logs them apart. A newline ends the line.
 //
 // The zero value is not ready: use NewTextLines.
 type TextLines struct {
 	p    *ansi.Parser
-	line []rune // the line being built
+	line []rune // the line being built, a rune per column (wideRest after a wide one)
 	col  int    // where the next character goes in line
 	max  int
 	emit func(line []byte)
@@ -60,6 +63,9 @@ func (l *TextLines) Flush(emit func(line []byte)) {
 	l.p.Reset()
 }
 
+// wideRest stands in the line for the second column of a wide character.
+const wideRest rune = -1
+
 func (l *TextLines) print(r rune) {
 	if r >= 0x80 && r <= 0x9f {
 		return // a C1 control as UTF-8: dropped, as the screen drops it
@@ -67,6 +73,13 @@ func (l *TextLines) print(r rune) {
 	if l.col >= l.max {
 		l.endLine()
 	}
+	l.put(r)
+	if r >= 0x7f && runeWidth(r) == 2 {
+		l.put(wideRest)
+	}
+}
+
+func (l *TextLines) put(r rune) {
 	for len(l.line) < l.col { // the cursor was moved past the end
 		l.line = append(l.line, ' ')
 	}
@@ -76,6 +89,13 @@ func (l *TextLines) print(r rune) {
 		l.line = append(l.line, r)
 	}
 	l.col++
+}
+
+// tab moves to the n-th next tab stop (every eighth column).
+func (l *TextLines) tab(n int) {
+	for ; n > 0; n-- {
+		l.col = min((l.col/8+1)*8, l.max-1)
+	}
 }
 
 func (l *TextLines) execute(b byte) {
@@ -89,7 +109,7 @@ func (l *TextLines) execute(b byte) {
 			l.col--
 		}
 	case '\t':
-		l.print('\t')
+		l.tab(1)
 	}
 }
 
@@ -104,22 +124,32 @@ func (l *TextLines) csi(cmd ansi.Cmd, params ansi.Params) {
 		} else if v == 2 {
 			l.line, l.col = l.line[:0], 0
 		}
-	case 'G':
+	case 'G', '`': // CHA, HPA
 		v, _, _ := params.Param(0, 1)
-		l.col = max(0, min(v-1, len(l.line)))
-	case 'C':
+		l.col = max(0, min(v-1, l.max-1))
+	case 'C', 'a': // CUF, HPR
 		v, _, _ := params.Param(0, 1)
 		l.col = min(l.col+max(v, 1), l.max-1)
 	case 'D':
 		v, _, _ := params.Param(0, 1)
 		l.col = max(l.col-max(v, 1), 0)
+	case 'I': // CHT
+		v, _, _ := params.Param(0, 1)
+		l.tab(min(max(v, 1), l.max))
+	case 'Z': // CBT
+		v, _, _ := params.Param(0, 1)
+		for n := max(v, 1); n > 0 && l.col > 0; n-- {
+			l.col = (l.col - 1) / 8 * 8
+		}
 	}
 }
 
 func (l *TextLines) endLine() {
 	l.buf = l.buf[:0]
 	for _, r := range l.line {
-		l.buf = appendRune(l.buf, r)
+		if r != wideRest {
+			l.buf = appendRune(l.buf, r)
+		}
 	}
 	if l.emit != nil {
 		l.emit(l.buf)

@@ -90,6 +90,32 @@ func (s *Screen) appendRowANSI(b []byte, y int, trim bool) []byte {
 	return appendSGR(b, pen, style{})
 }
 
+// History returns up to n of the newest lines of the history (the lines
+// that scrolled off the top of the main screen), oldest first, as Lines
+// returns rows: `tmux capture-pane -p -S -n` prints them above the
+// screen. With ansi, with their colours and attributes, as ANSI's rows.
+func (s *Screen) History(n int, ansi bool) []string {
+	n = min(max(n, 0), s.hist.Len())
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	var b []byte
+	s.hist.each(s.hist.Len()-n, func(line []byte) {
+		d := decodeLine(line)
+		if ansi {
+			b = d.appendANSI(b[:0])
+		} else {
+			b = d.appendText(b[:0])
+		}
+		out = append(out, string(b))
+	})
+	return out
+}
+
+// HistoryLen is the number of lines in the history.
+func (s *Screen) HistoryLen() int { return s.hist.Len() }
+
 // Snapshot is the screen as the API shows it.
 type Snapshot struct {
 	Cols      int       `json:"cols"`
@@ -181,7 +207,8 @@ func (s *Screen) paint(b []byte, g *grid, saved savedCursor) []byte {
 	b = append(b, "\x1b[H\x1b[2J"...)
 	cur := s.g
 	s.g = g
-	for y := range s.rows {
+	// The main screen keeps its own size while the alternate one is shown.
+	for y := range min(s.rows, len(g.rows)) {
 		if s.g.isBlank(y, 0, s.cols, 0) {
 			continue
 		}

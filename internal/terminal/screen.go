@@ -48,6 +48,10 @@ type Screen struct {
 	changedAt time.Time
 	replies   []byte // answers to the program's queries, not yet taken
 	now       func() time.Time
+
+	hist history // the lines that scrolled off the main screen
+	hbuf []byte  // a line being encoded for hist
+	xbuf []xcell // a row being resolved for hist
 }
 
 // savedCursor is what DECSC keeps.
@@ -236,27 +240,38 @@ func (s *Screen) TakeReplies(b []byte) []byte {
 	return b
 }
 
-// Resize changes the size. The content keeps its place from the top
-// left; when the cursor's row would fall off the bottom, rows leave at the
-// top instead.
+// SetHistory sets how many lines that scroll off the top of the main
+// screen are kept (tty_history; 0 keeps none, and forgets those kept).
+func (s *Screen) SetHistory(lines int) {
+	s.hist.limit = max(lines, 0)
+	if s.hist.limit == 0 {
+		s.hist.clear()
+	}
+}
+
+// Resize changes the size as tmux resizes a pane (see reflow.go): the
+// main screen and its history reflow to the new width; the alternate
+// screen keeps its content's place from the top left, and when the
+// cursor's row would fall off the bottom, rows leave at the top instead.
 func (s *Screen) Resize(size Size) {
 	if size.Cols == s.cols && size.Rows == s.rows {
 		return
 	}
-	drop := max(0, s.y-size.Rows+1)
-	s.main = s.main.resized(size.Cols, size.Rows, drop)
+	s.limit = tableLimit(size)
 	if s.alt != nil {
+		drop := max(0, s.y-size.Rows+1)
 		s.alt = s.alt.resized(size.Cols, size.Rows, drop)
 		s.g = s.alt
+		s.x, s.y = min(s.x, size.Cols-1), s.y-drop
 	} else {
+		s.x, s.y = s.resizeMain(size.Cols, size.Rows, s.x, s.y)
 		s.g = s.main
+		s.x, s.y = min(s.x, size.Cols), min(s.y, size.Rows-1)
 	}
-	s.limit = tableLimit(size)
-	tabs := defaultTabs(size.Cols)
-	copy(tabs, s.tabs)
-	s.tabs = tabs
+	if size.Cols != s.cols {
+		s.tabs = defaultTabs(size.Cols) // tab stops every eight columns again, as tmux resets them
+	}
 	s.cols, s.rows = size.Cols, size.Rows
-	s.x, s.y = min(s.x, s.cols-1), s.y-drop
 	s.top, s.bot = 0, s.rows-1
 	for i := range s.saved {
 		s.saved[i].x, s.saved[i].y = min(s.saved[i].x, s.cols-1), min(s.saved[i].y, s.rows-1)

@@ -19,6 +19,10 @@ import (
 type Options struct {
 	Size Size // the size until a client resizes it; zero = DefaultSize
 
+	// History is how many lines that scroll off the top of the screen are
+	// kept (tty_history); 0 keeps none.
+	History int
+
 	// Output, when set, gets every byte the program writes, in order, on
 	// the goroutine that reads the terminal, after the screen has taken
 	// it. p is valid only during the call. It must not block; it returns
@@ -115,6 +119,7 @@ func Adopt(fd int, opts Options) (*Terminal, error) {
 	}
 	t := &Terminal{fd: fd, opts: opts, done: make(chan struct{}), clients: map[*Client]struct{}{}}
 	t.scr = NewScreen(opts.Size)
+	t.scr.SetHistory(opts.History)
 	if opts.Clock != nil {
 		t.scr.SetClock(opts.Clock)
 	}

@@ -69,6 +69,8 @@ func child(mode string) {
 		time.Sleep(200 * time.Millisecond)
 	case "exit":
 		fmt.Print("bye\n")
+	case "probe":
+		probeQueries(os.Getenv("TEND_PROBE_OUT"))
 	}
 }
 

@@ -70,6 +70,7 @@ func (t *Terminals) AddTTY(id string, cols, rows int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tt := &tty{scr: terminal.NewScreen(terminal.Size{Cols: cols, Rows: rows}), running: true, clients: map[*attach]struct{}{}}
+	tt.scr.SetHistory(2000) // tty_history's default
 	tt.scr.Feed([]byte("> "))
 	t.ttys[id] = tt
 }
@@ -125,6 +126,7 @@ func (t *Terminals) NewRun(id, notice string) {
 		return
 	}
 	tt.scr = terminal.NewScreen(tt.scr.Size())
+	tt.scr.SetHistory(2000)
 	tt.scr.Feed([]byte("> "))
 	tt.line, tt.esc = nil, false
 	for c := range tt.clients {
@@ -181,7 +183,7 @@ func notRunning(st program.Status) error {
 }
 
 // Screen implements api.Terminals.
-func (t *Terminals) Screen(id string, ansi bool) (program.Screen, error) {
+func (t *Terminals) Screen(id string, ansi bool, history int) (program.Screen, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, tt, err := t.lookup(id)
@@ -195,6 +197,12 @@ func (t *Terminals) Screen(id string, ansi bool) (program.Screen, error) {
 		Lines:  snap.Lines, Title: snap.Title,
 		ChangedAt: program.Time{Time: snap.ChangedAt},
 		Running:   tt.running && st.State == program.StateRunning,
+	}
+	if history > 0 {
+		scr.History = tt.scr.History(history, false)
+		if ansi {
+			scr.HistoryANSI = tt.scr.History(history, true)
+		}
 	}
 	if ansi {
 		scr.ANSI = strings.Split(strings.TrimSuffix(tt.scr.ANSI(), "\n"), "\n")

@@ -14,6 +14,7 @@ import {authFetch, pageMessage} from './session.js';
 // The sizes a run's terminal may have (docs/terminal.md).
 const MIN_COLS = 10, MAX_COLS = 1000, MIN_ROWS = 2, MAX_ROWS = 500;
 const RETRY_MS = 3000;
+const HISTORY = 2000; // lines of history asked for on attach: tty_history's default
 const CHUNK = 16 * 1024; // a paste goes to the daemon in pieces (it takes at most 64 KiB a message)
 
 let xterm = null; // the promise of {Terminal, FitAddon}, once asked for
@@ -84,7 +85,7 @@ export class LiveTerminal {
     const {Terminal, FitAddon} = await loadXterm();
     if (this.term) return;
     this.term = new Terminal({
-      fontFamily: getComputedStyle(this.box).fontFamily, fontSize: 13, cursorBlink: true, scrollback: 1000,
+      fontFamily: getComputedStyle(this.box).fontFamily, fontSize: 13, cursorBlink: true, scrollback: HISTORY + 1000,
       theme: {background: '#0f1319', foreground: '#d7dce3'},
     });
     this.fit = new FitAddon();
@@ -118,11 +119,25 @@ export class LiveTerminal {
     } catch { /* the next status tries again */ this.last = null; }
   }
 
-  connect(id, run) {
+  async connect(id, run) {
     this.ended = null;
     this.sent = '';
     this.term.reset(); // the daemon sends the whole screen first
     setText(this.state, 'connecting…');
+    // The run's history first, into the scrollback (docs/terminal.md): its
+    // lines, then as many newlines as the screen has rows, so that they are
+    // all above the screen the daemon then draws (a clear erases the screen,
+    // not the scrollback). A stand-in holds the place of the WebSocket
+    // meanwhile, so that no other connection starts.
+    const pending = {readyState: WebSocket.CONNECTING, close() {}};
+    this.ws = pending;
+    try {
+      const r = await authFetch(`/v1/screen/${pathId(id)}?ansi=1&history=${HISTORY}`);
+      const scr = r.ok ? await r.json() : {};
+      const lines = scr.history_ansi || scr.history || [];
+      if (this.ws === pending && lines.length) this.term.write(lines.join('\r\n') + '\r\n'.repeat(this.term.rows));
+    } catch { /* no history: the screen alone */ }
+    if (this.ws !== pending) return; // stopped meanwhile
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(`${proto}//${location.host}/v1/attach/${pathId(id)}`);
     ws.binaryType = 'arraybuffer';
