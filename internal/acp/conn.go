@@ -44,6 +44,10 @@ var (
 	// ErrNeedsAuth wraps the why of an agent that needs authentication:
 	// the instance goes fatal instead of crashing in a loop.
 	ErrNeedsAuth = errors.New("the agent needs authentication")
+	// ErrHandshake wraps the why of an agent that refused initialize,
+	// session/new or session/load for another reason: a crash, whose
+	// why the run's end completes with what the agent said on stderr.
+	ErrHandshake = errors.New("failed")
 )
 
 // EventKind is a kind of news a Conn gives its instance.
@@ -201,7 +205,7 @@ func (c *Conn) handshake() {
 			c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(nil)))
 			return
 		}
-		c.fail(fmt.Errorf("initialize: %s", reason(err)))
+		c.fail(fmt.Errorf("initialize %w: %s", ErrHandshake, reason(err)))
 		return
 	}
 	resumable := init.AgentCapabilities.LoadSession
@@ -231,7 +235,7 @@ func (c *Conn) handshake() {
 			if needsAuth(err) {
 				c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)))
 			} else {
-				c.fail(fmt.Errorf("session/new: %s", reason(err)))
+				c.fail(fmt.Errorf("session/new %w: %s", ErrHandshake, reason(err)))
 			}
 			return
 		}

@@ -171,6 +171,14 @@ func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now
 		return fmt.Sprintf("no READY=1 within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
 	case "stop":
 		return "stopping: sent " + kill
+	case "protocol":
+		// tend's own stop, not the run's: the protocol failed
+		// (docs/protocol.md#states); the run's end completes the why.
+		what := s.ProtocolWhy
+		if what == "" {
+			what = "the protocol failed"
+		}
+		return fmt.Sprintf("stopping the run after its protocol failed (%s): sent %s", what, kill)
 	}
 	return "stopping: the run sent STOPPING=1"
 }
@@ -194,7 +202,11 @@ func protocolWhy(s program.Snapshot, st *program.Status, p program.ProtocolRepor
 		return w
 	case st.State == program.StateFatal:
 		return s.ProtocolWhy + "; fix it, then tend start " + st.ID
-	case st.State == program.StateBackoff, st.State == program.StateStopping, st.State == program.StateExited:
+	case st.State == program.StateStopping && s.Stopping == "protocol":
+		return w // stoppingWhy says it
+	case st.State == program.StateStopping:
+		return w + "; its protocol had failed: " + s.ProtocolWhy
+	case st.State == program.StateBackoff, st.State == program.StateExited:
 		return w + "; " + s.ProtocolWhy
 	}
 	return w

@@ -31,6 +31,7 @@ type Protocol struct {
 	session string // the session the next run continues (kept intent)
 	turn    string // the prompt whose turn is under way
 	why     string // why the protocol ended the last run (fatal or a crash); "" when it did not
+	ask     bool   // the why is a refusal that is not about authentication: the agent's stderr may say why
 }
 
 // idBase gives each daemon's connections a range of request ids of their
@@ -114,7 +115,7 @@ func (in *Instance) startProtocol(stdin, stdout *os.File, attached bool, n int) 
 	}
 	p.mu.Lock()
 	session := p.session
-	p.why = ""
+	p.why, p.ask = "", false
 	p.mu.Unlock()
 	c := acp.Start(stdin, stdout, acp.Options{
 		Cwd: in.spec.Cwd, SessionID: session, Attached: attached && session != "",
@@ -148,11 +149,22 @@ func (in *Instance) endProtocol() {
 		return
 	}
 	p.mu.Lock()
-	c := p.conn
-	p.conn = nil
+	c, ask := p.conn, p.ask
+	p.conn, p.ask = nil, false
 	p.mu.Unlock()
 	if c != nil {
 		c.Close()
+	}
+	if ask {
+		// The agent refused the handshake with an error that names no
+		// reason of its own ("Internal error"): what it said on stderr
+		// often does. Read now that the run is gone and its pipes are
+		// drained, as it may come after the error on the wire.
+		if said := in.out.StderrTail(2); said != "" {
+			p.mu.Lock()
+			p.why += "; the agent said: " + said
+			p.mu.Unlock()
+		}
 	}
 }
 
@@ -252,10 +264,11 @@ func (in *Instance) onACP(n acpNews) {
 		if !cur || in.cur.signalled {
 			return
 		}
+		auth := errors.Is(e.Err, acp.ErrNeedsAuth)
 		p.mu.Lock()
-		p.why = e.Err.Error()
+		p.why, p.ask = e.Err.Error(), !auth && errors.Is(e.Err, acp.ErrHandshake)
 		p.mu.Unlock()
-		if errors.Is(e.Err, acp.ErrNeedsAuth) {
+		if auth {
 			in.endWith(restart.IntentProtocolFatal, in.spec.StopSignal, in.spec.StopGrace)
 			return
 		}
