@@ -216,4 +216,3 @@ func sayings(s string, n int) string {
 	}
 	return strings.Join(keep, " ⏎ ")
 }
-
