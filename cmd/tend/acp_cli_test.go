@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-
 )
 
 // shAgent is an ACP agent in sh: it opens session s1 and answers every
