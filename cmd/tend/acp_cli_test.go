@@ -115,3 +115,24 @@ func promptInPTY(t *testing.T, tend, sock, id, text string) string {
 	}
 	return strings.ReplaceAll(string(<-got), "\r\n", "\n")
 }
+
+// TestACPPromptLines: the SDK's example agent streams message text that
+// does not end its line before each tool call; tend prompt prints each
+// tool and permission line on a line of its own, as the transcript has
+// it, and ends the answer with a newline, so the shell's prompt does not
+// follow it on its last line.
+func TestACPPromptLines(t *testing.T) {
+	agent := exampleACPAgent(t)
+	tend, dir, c := acpFleet(t, fmt.Sprintf("[program.coder]\ncommand = [%q]\nprotocol = \"acp\"\npermission = \"allow\"\n", agent))
+	idleACP(t, c, "coder:0")
+	code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "prompt", "coder:0", "hello")
+	if code != 0 {
+		t.Fatalf("prompt: exit %d %s", code, errOut)
+	}
+	if n := strings.Count(out, "[tool] "); n < 2 || strings.Count(out, "\n[tool] ") != n || !strings.Contains(out, "\n[permission] ") {
+		t.Errorf("a tool or permission line does not start a line:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "\n") {
+		t.Errorf("the answer does not end its line: %q", out)
+	}
+}

@@ -90,6 +90,9 @@ func (c *Conn) tell(w program.Waiting, id, by string) {
 		what = id
 	}
 	line := oneLine(fmt.Sprintf("[permission] %s: %s (by %s)", w.Title, what, by))
+	if by == program.ByCancelled {
+		line = oneLine(fmt.Sprintf("[permission] %s: cancelled", w.Title)) // not "(by cancelled)"
+	}
 	c.transcribe(line+"\n", true)
 	if t := c.current(); t != nil {
 		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})

@@ -140,7 +140,7 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 		}
 		w := &prefixWriter{w: e.stdout, prefix: prefix, mu: &mu}
 		go func() {
-			stopReason, err := c.PromptWait(ctx, id, text, nil, func(u program.TurnUpdate) { w.write(promptText(u, tty)) })
+			stopReason, err := c.PromptWait(ctx, id, text, nil, func(u program.TurnUpdate) { w.update(u, tty) })
 			w.flush()
 			results <- result{id, stopReason, err}
 		}()
@@ -193,6 +193,24 @@ type prefixWriter struct {
 	prefix string
 	mu     *sync.Mutex
 	part   string
+	mid    bool // the last text written did not end its line
+}
+
+// update prints one update of the answer: a tool, plan or permission line
+// on a line of its own, as in the transcript (docs/protocol.md#prompts),
+// even when the message text before it did not end its line.
+func (p *prefixWriter) update(u program.TurnUpdate, tty bool) {
+	s := promptText(u, tty)
+	if s == "" {
+		return
+	}
+	p.mu.Lock()
+	if u.Type != program.UpdateText && p.mid {
+		s = "\n" + s
+	}
+	p.mid = s[len(s)-1] != '\n'
+	p.mu.Unlock()
+	p.write(s)
 }
 
 func (p *prefixWriter) write(s string) {
@@ -213,12 +231,17 @@ func (p *prefixWriter) write(s string) {
 	}
 }
 
-// flush ends the answer on a line of its own.
+// flush ends the answer on a line of its own, so what follows it (the
+// shell's prompt, the next answer) does not start in its last line.
 func (p *prefixWriter) flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prefix != "" && p.part != "" {
+	switch {
+	case p.prefix != "" && p.part != "":
 		io.WriteString(p.w, p.prefix+p.part+"\n")
 		p.part = ""
+	case p.prefix == "" && p.mid:
+		io.WriteString(p.w, "\n")
 	}
+	p.mid = false
 }
