@@ -132,6 +132,12 @@ func TestTSAgentAsDocumented(t *testing.T) {
 	if _, err := f.c.Prompt("worker:0", "hi"); status(err) != 409 {
 		t.Errorf("a prompt to worker:0 over the API: %v, want 409", err)
 	}
+	if err := f.c.Cancel("worker:0"); status(err) != 409 {
+		t.Errorf("a cancel of worker:0 over the API: %v, want 409", err)
+	}
+	if _, err := f.c.Answer("worker:0", program.PermissionAnswer{OptionID: "allow"}); status(err) != 409 {
+		t.Errorf("an answer to worker:0 over the API: %v, want 409", err)
+	}
 
 	// The transcript, and the JSON-RPC with --raw.
 	_, logs, _ := f.run("logs", "ts:0", "-n", "1000")
