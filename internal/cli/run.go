@@ -44,7 +44,8 @@ func (e *env) runCmd() *cobra.Command {
 			"--protocol acp starts an agent that speaks the Agent Client Protocol on its stdio, with tend\n" +
 			"as its client (protocol = \"acp\", docs/protocol.md): tend prompt, tend approve and tend wait\n" +
 			"--until idle then work on it. --permission allow or deny answers its permission requests\n" +
-			"at once (default ask: each waits for tend approve or tend deny).\n\n" +
+			"at once (default ask: each waits for tend approve or tend deny). With -a it follows\n" +
+			"the agent's transcript.\n\n" +
 			"  tend run --rm --protocol acp -l task=T -- gemini --experimental-acp",
 		Args: cobra.MinimumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
