@@ -63,3 +63,26 @@ func TestACPRefusedSessionWhy(t *testing.T) {
 		t.Errorf("why after the run: %q (crash_count %d), want a crash whose why ends %q", st.Why, st.CrashCount, want)
 	}
 }
+
+// TestACPEndedInHandshakeWhy: an agent that exits before it answers
+// initialize, saying why on stderr (a bad flag, a missing runtime), is a
+// crash of its own cause (not one the protocol found: the exit says it)
+// whose why says where the handshake was and what the agent said.
+func TestACPEndedInHandshakeWhy(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "bad.sh")
+	write(t, script, "#!/bin/sh\necho 'starting up' >&2\necho 'error: unknown option --experimental-acpp' >&2\nexit 1\n")
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, c := acpFleet(t, fmt.Sprintf("[program.bad]\ncommand = [%q]\nprotocol = \"acp\"\nrestart = \"never\"\n", script))
+	var st program.Status
+	testutil.Eventually(t, "bad:0 exited", func() bool {
+		var err error
+		st, err = c.Status("bad:0")
+		return err == nil && st.State == program.StateExited
+	}, testutil.Explain(func() string { return st.State + ": " + st.Why }))
+	want := `restart = "never"; the agent gave no answer to initialize; the agent said: starting up ⏎ error: unknown option --experimental-acpp`
+	if !strings.HasPrefix(st.Why, "exited: exit 1 (runtime_error)") || !strings.HasSuffix(st.Why, want) {
+		t.Errorf("why %q, want exit 1 and an end %q", st.Why, want)
+	}
+}

@@ -153,6 +153,15 @@ func (in *Instance) endProtocol() {
 	p.conn, p.ask = nil, false
 	p.mu.Unlock()
 	if c != nil {
+		// A run that ended in its handshake (it exited, or start_timeout
+		// ended it) failed it as surely as one that refused it.
+		if waited := c.Report().Starting; waited != "" {
+			p.mu.Lock()
+			if p.why == "" {
+				p.why, ask = acp.NoAnswer(waited), true
+			}
+			p.mu.Unlock()
+		}
 		c.Close()
 	}
 	if ask {
@@ -271,6 +280,9 @@ func (in *Instance) onACP(n acpNews) {
 		if auth {
 			in.endWith(restart.IntentProtocolFatal, in.spec.StopSignal, in.spec.StopGrace)
 			return
+		}
+		if errors.Is(e.Err, acp.ErrNoAnswer) {
+			return // its stdout ended: its exit (or start_timeout) ends it, as its own cause
 		}
 		in.endWith(restart.IntentProtocolCrash, in.spec.StopSignal, in.spec.StopGrace)
 	}
