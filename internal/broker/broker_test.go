@@ -274,6 +274,12 @@ func TestWhySentences(t *testing.T) {
 			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
 			s.ProtocolWhy = "session/new failed: Internal error (-32603)"
 		}, "stopping: sent SIGTERM, SIGKILL after 10s; its protocol had failed: session/new failed: Internal error (-32603)"},
+		{"protocol start_timeout", func(s *program.Snapshot) {
+			running(3)(s)
+			s.Status.State, s.Stopping = program.StateStopping, "start_timeout"
+			s.Spec.StopSignal, s.Spec.StopGrace, s.Spec.StartTimeout = syscall.SIGTERM, 10*time.Second, 30*time.Second
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{Starting: "initialize"} }
+		}, "no session within start_timeout 30s, stopping: sent SIGTERM, SIGKILL after 10s"},
 	}
 	for _, c := range cases {
 		st := Derive(snap("w:0", c.mod), t0.Add(81*time.Second))

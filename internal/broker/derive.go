@@ -168,6 +168,9 @@ func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now
 	case "rss":
 		return fmt.Sprintf("memory %s over max_rss %s, draining: sent %s", Size(st.PeakRSS), Size(spec.MaxRSS), kill)
 	case "start_timeout":
+		if s.Protocol != nil { // a protocol agent is ready once it has a session (docs/protocol.md)
+			return fmt.Sprintf("no session within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
+		}
 		return fmt.Sprintf("no READY=1 within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
 	case "stop":
 		return "stopping: sent " + kill
