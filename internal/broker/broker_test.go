@@ -274,6 +274,18 @@ func TestWhySentences(t *testing.T) {
 			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
 			s.ProtocolWhy = "session/new failed: Internal error (-32603)"
 		}, "stopping: sent SIGTERM, SIGKILL after 10s; its protocol had failed: session/new failed: Internal error (-32603)"},
+		{"protocol crash loop", func(s *program.Snapshot) {
+			s.Status.State, s.Status.CrashCount, s.Spec.HardMaxCrashes = program.StateFatal, 3, 3
+			sig := "SIGTERM"
+			s.Status.LastExit = &program.LastExit{Signal: &sig, LikelyCause: program.CauseUnknown}
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "session/new failed: Internal error (-32603); the agent said: no root"
+		}, "gave up after 3 crashes (hard_max_crashes 3): SIGTERM (unknown); session/new failed: Internal error (-32603); the agent said: no root; fix it, then tend start w:0"},
+		{"protocol needs authentication", func(s *program.Snapshot) {
+			s.Status.State = program.StateFatal
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "the agent needs authentication: login (-32000); it offers none"
+		}, "the agent needs authentication: login (-32000); it offers none; fix it, then tend start w:0"},
 		{"protocol start_timeout", func(s *program.Snapshot) {
 			running(3)(s)
 			s.Status.State, s.Stopping = program.StateStopping, "start_timeout"

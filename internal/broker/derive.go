@@ -203,6 +203,10 @@ func protocolWhy(s program.Snapshot, st *program.Status, p program.ProtocolRepor
 			w, st.Waiting.Title, st.Waiting.ToolKind, st.Waiting.RequestID, strings.Join(opts, ", "), st.ID, st.ID)
 	case s.ProtocolWhy == "":
 		return w
+	case st.State == program.StateFatal && s.Spec != nil && s.Spec.HardMaxCrashes > 0 && st.CrashCount >= s.Spec.HardMaxCrashes:
+		// A crash loop of refused handshakes: how many, then why (an
+		// agent that needs authentication is fatal at once, uncounted).
+		return strings.Replace(w, "; fix it, then", "; "+s.ProtocolWhy+"; fix it, then", 1)
 	case st.State == program.StateFatal:
 		return s.ProtocolWhy + "; fix it, then tend start " + st.ID
 	case st.State == program.StateStopping && s.Stopping == "protocol":
