@@ -141,29 +141,44 @@ type acpNews struct {
 	e   acp.Event
 }
 
-// endProtocol closes the connection of the run that ended: queued prompts
-// end, open requests are answered cancelled.
+// closeProtocol closes the current run's connection, if any: queued
+// prompts end, open requests are answered cancelled. The run goes on
+// (an upgrade hands it over) or has ended (endProtocol).
+func (in *Instance) closeProtocol() *acp.Conn {
+	p := in.proto
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	c := p.conn
+	p.conn = nil
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	return c
+}
+
+// endProtocol closes the connection of the run that ended, and completes
+// the why of a handshake that failed.
 func (in *Instance) endProtocol() {
 	p := in.proto
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	c, ask := p.conn, p.ask
-	p.conn, p.ask = nil, false
-	p.mu.Unlock()
-	if c != nil {
-		// A run that ended in its handshake (it exited, or start_timeout
-		// ended it) failed it as surely as one that refused it.
-		if waited := c.Report().Starting; waited != "" {
-			p.mu.Lock()
-			if p.why == "" {
-				p.why, ask = acp.NoAnswer(waited), true
-			}
-			p.mu.Unlock()
-		}
-		c.Close()
+	var waited string // the answer the handshake waited for, if it had not ended
+	if c := in.closeProtocol(); c != nil {
+		waited = c.Report().Starting
 	}
+	p.mu.Lock()
+	ask := p.ask
+	p.ask = false
+	// A run that ended in its handshake (it exited, or start_timeout
+	// ended it) failed it as surely as one that refused it.
+	if waited != "" && p.why == "" {
+		p.why, ask = acp.NoAnswer(waited), true
+	}
+	p.mu.Unlock()
 	if ask {
 		// The agent refused the handshake with an error that names no
 		// reason of its own ("Internal error"): what it said on stderr
