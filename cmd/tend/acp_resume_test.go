@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func TestACPResumeAfterDaemonKill(t *testing.T) {
 		return err == nil && s.TurnActive
 	}, testutil.Explain(eventsOf(c)))
 	killUp(t, up, up.Process.Pid, map[string]int{"echo:0": *st.PID})
-	startUp(t, tend, conf)
+	up = startUp(t, tend, conf)
 	st2 := idleACP(t, c, "echo:0")
 	if *st2.PID != *st.PID || st2.SessionID != st.SessionID {
 		t.Errorf("after the daemon kill: pid %d session %q, before pid %d session %q", *st2.PID, st2.SessionID, *st.PID, st.SessionID)
@@ -108,6 +109,17 @@ func TestACPResumeAfterDaemonKill(t *testing.T) {
 	// request: that answer is not taken for this daemon's.
 	if out := promptOK(t, tend, sock, "echo:0", "three"); !strings.Contains(out, "echo 3: three") {
 		t.Errorf("the answer after the daemon kill: %q", out)
+	}
+	// And again: the daemon that came up kept the run's FIFOs (its stdin's
+	// too), so the next one opens them as this one did.
+	if _, err := os.Stat(filepath.Join(dir, ".tend", "fifo", "echo-0.in")); err != nil {
+		t.Errorf("the stdin FIFO after the daemon came up: %v", err)
+	}
+	killUp(t, up, up.Process.Pid, map[string]int{"echo:0": *st.PID})
+	startUp(t, tend, conf)
+	idleACP(t, c, "echo:0")
+	if out := promptOK(t, tend, sock, "echo:0", "four"); !strings.Contains(out, "echo 4: four") {
+		t.Errorf("the answer after a second daemon kill: %q", out)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -20,19 +21,30 @@ import (
 // does; "slow" takes $ACP_DELAY over a prompt that starts "slow", honouring cancel. A prompt
 // "fs" asks its client to read a file and answers with what it was told.
 func acpAgentMain() {
-	a := &testAgent{state: os.Getenv("ACP_STATE"), sessions: map[string]int{}}
+	a := &testAgent{state: os.Getenv("ACP_STATE"), sessions: map[string]int{}, made: make(chan struct{})}
 	if b, err := os.ReadFile(a.state); err == nil {
 		_ = json.Unmarshal(b, &a.sessions)
 	}
-	a.conn = sdk.NewAgentSideConnection(a, os.Stdout, os.Stdin)
-	<-a.conn.Done()
+	c := sdk.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+	a.conn.Store(c)
+	close(a.made)
+	<-c.Done()
 }
 
 type testAgent struct {
-	conn     *sdk.AgentSideConnection
+	// conn is set once the connection, which serves requests from the
+	// start, is made: a handler loads it (atomic, for the race detector).
+	conn     atomic.Pointer[sdk.AgentSideConnection]
+	made     chan struct{} // closed once conn is set
 	state    string
 	mu       sync.Mutex
 	sessions map[string]int // session → prompts so far
+}
+
+// client is the connection, once it is made.
+func (a *testAgent) client() *sdk.AgentSideConnection {
+	<-a.made
+	return a.conn.Load()
 }
 
 func (a *testAgent) save() {
@@ -70,7 +82,7 @@ func (a *testAgent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (
 		return sdk.LoadSessionResponse{}, &sdk.RequestError{Code: -32602, Message: "no such session"}
 	}
 	// Replay the conversation, as agents do on session/load.
-	_ = a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText(fmt.Sprintf("(history: %d prompts)", n))})
+	_ = a.client().SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText(fmt.Sprintf("(history: %d prompts)", n))})
 	return sdk.LoadSessionResponse{}, nil
 }
 
@@ -96,7 +108,7 @@ func (a *testAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		// Said first, so a test knows the turn is under way here: a
 		// session/cancel that comes before it is lost (the SDK has not
 		// yet made the turn's context).
-		if err := a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText("slow turn under way\n")}); err != nil {
+		if err := a.client().SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText("slow turn under way\n")}); err != nil {
 			return sdk.PromptResponse{}, err
 		}
 		d, _ := time.ParseDuration(os.Getenv("ACP_DELAY"))
@@ -108,10 +120,10 @@ func (a *testAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 	}
 	answer := fmt.Sprintf("echo %d: %s", n, text)
 	if strings.TrimSpace(text) == "fs" {
-		_, err := a.conn.ReadTextFile(ctx, sdk.ReadTextFileRequest{SessionId: p.SessionId, Path: "/etc/hostname"})
+		_, err := a.client().ReadTextFile(ctx, sdk.ReadTextFileRequest{SessionId: p.SessionId, Path: "/etc/hostname"})
 		answer = fmt.Sprintf("fs: %v", err)
 	}
-	if err := a.conn.SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText(answer)}); err != nil {
+	if err := a.client().SessionUpdate(ctx, sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateAgentMessageText(answer)}); err != nil {
 		return sdk.PromptResponse{}, err
 	}
 	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil

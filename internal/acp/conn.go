@@ -44,6 +44,15 @@ var (
 	// ErrNeedsAuth wraps the why of an agent that needs authentication:
 	// the instance goes fatal instead of crashing in a loop.
 	ErrNeedsAuth = errors.New("the agent needs authentication")
+	// ErrHandshake is (errors.Is) the why of an agent that refused
+	// initialize or session/new for another reason, or never answered:
+	// a crash, whose why the run's end completes with what the agent
+	// said on stderr.
+	ErrHandshake = errors.New("the handshake failed")
+	// ErrNoAnswer is (errors.Is) the why of a handshake the agent never
+	// answered, its stdout ended first: an ErrHandshake that the run's
+	// own end (its exit, or start_timeout) accounts for.
+	ErrNoAnswer = errors.New("the agent gave no answer")
 )
 
 // EventKind is a kind of news a Conn gives its instance.
@@ -201,7 +210,7 @@ func (c *Conn) handshake() {
 			c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(nil)))
 			return
 		}
-		c.fail(fmt.Errorf("initialize: %s", reason(err)))
+		c.refused("initialize", err)
 		return
 	}
 	resumable := init.AgentCapabilities.LoadSession
@@ -231,7 +240,7 @@ func (c *Conn) handshake() {
 			if needsAuth(err) {
 				c.fail(fmt.Errorf("%w: %s%s", ErrNeedsAuth, reason(err), methods(init.AuthMethods)))
 			} else {
-				c.fail(fmt.Errorf("session/new: %s", reason(err)))
+				c.refused("session/new", err)
 			}
 			return
 		}
@@ -250,6 +259,37 @@ func (c *Conn) setStarting(what string) {
 	c.starting = what
 	c.mu.Unlock()
 }
+
+// refused ends a handshake whose request what failed for a reason other
+// than authentication. An error because the agent's stdout ended (it
+// exited, or closed it) is no refusal: the agent gave no answer, as the
+// run's end says when it comes first (NoAnswer).
+func (c *Conn) refused(what string, err error) {
+	select {
+	case <-c.conn.Done():
+		c.fail(noAnswerError(NoAnswer(what)))
+	default:
+		c.fail(handshakeError(what + " failed: " + reason(err)))
+	}
+}
+
+// handshakeError is a why that is ErrHandshake.
+type handshakeError string
+
+func (e handshakeError) Error() string      { return string(e) }
+func (handshakeError) Is(target error) bool { return target == ErrHandshake }
+
+// noAnswerError is a why that is ErrNoAnswer and ErrHandshake.
+type noAnswerError string
+
+func (e noAnswerError) Error() string { return string(e) }
+func (noAnswerError) Is(target error) bool {
+	return target == ErrNoAnswer || target == ErrHandshake
+}
+
+// NoAnswer is the why of a handshake whose request what the agent never
+// answered: its run ended, or its stdout did, first.
+func NoAnswer(what string) string { return "the agent gave no answer to " + what }
 
 // fail ends the handshake: the instance ends the run.
 func (c *Conn) fail(why error) {

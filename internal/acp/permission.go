@@ -88,7 +88,7 @@ func (c *Conn) announce(w program.Waiting) {
 	for i, o := range w.Options {
 		names[i] = o.OptionID + " = " + o.Name
 	}
-	line := fmt.Sprintf("[permission] %s (%s) asks: %s", w.Title, w.ToolKind, strings.Join(names, ", "))
+	line := oneLine(fmt.Sprintf("[permission] %s (%s) asks: %s", w.Title, w.ToolKind, strings.Join(names, ", ")))
 	c.transcribe(line+"\n", true)
 	if t := c.current(); t != nil {
 		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})
@@ -102,7 +102,10 @@ func (c *Conn) tell(w program.Waiting, id, by string) {
 	if id != "" {
 		what = id
 	}
-	line := fmt.Sprintf("[permission] %s: %s (by %s)", w.Title, what, by)
+	line := oneLine(fmt.Sprintf("[permission] %s: %s (by %s)", w.Title, what, by))
+	if by == program.ByCancelled {
+		line = oneLine(fmt.Sprintf("[permission] %s: cancelled", w.Title)) // not "(by cancelled)"
+	}
 	c.transcribe(line+"\n", true)
 	if t := c.current(); t != nil {
 		t.add(program.TurnUpdate{Type: program.UpdatePermission, Text: line + "\n"})

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,6 +258,40 @@ func TestWhySentences(t *testing.T) {
 			s.Spec.HardMaxCrashes = 3
 			s.Status.LastExit = &program.LastExit{Code: &code1, LikelyCause: program.CauseRuntimeError}
 		}, "gave up after 3 crashes (hard_max_crashes 3): exit 1 (runtime_error); fix it, then tend start w:0"},
+		// A protocol agent whose handshake failed is stopped by tend: the
+		// why says so, and why, not that the run asked to stop.
+		{"protocol stopping", func(s *program.Snapshot) {
+			running(3)(s)
+			s.Status.State, s.Stopping = program.StateStopping, "protocol"
+			s.Spec.StopSignal, s.Spec.StopGrace = syscall.SIGTERM, 10*time.Second
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "session/new failed: Internal error (-32603)"
+		}, "stopping the run after its protocol failed (session/new failed: Internal error (-32603)): sent SIGTERM, SIGKILL after 10s"},
+		{"operator stop after a protocol failure", func(s *program.Snapshot) {
+			running(3)(s)
+			s.Status.State, s.Stopping = program.StateStopping, "stop"
+			s.Spec.StopSignal, s.Spec.StopGrace = syscall.SIGTERM, 10*time.Second
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "session/new failed: Internal error (-32603)"
+		}, "stopping: sent SIGTERM, SIGKILL after 10s; its protocol had failed: session/new failed: Internal error (-32603)"},
+		{"protocol crash loop", func(s *program.Snapshot) {
+			s.Status.State, s.Status.CrashCount, s.Spec.HardMaxCrashes = program.StateFatal, 3, 3
+			sig := "SIGTERM"
+			s.Status.LastExit = &program.LastExit{Signal: &sig, LikelyCause: program.CauseUnknown}
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "session/new failed: Internal error (-32603); the agent said: no root"
+		}, "gave up after 3 crashes (hard_max_crashes 3): SIGTERM (unknown); session/new failed: Internal error (-32603); the agent said: no root; fix it, then tend start w:0"},
+		{"protocol needs authentication", func(s *program.Snapshot) {
+			s.Status.State = program.StateFatal
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{} }
+			s.ProtocolWhy = "the agent needs authentication: login (-32000); it offers none"
+		}, "the agent needs authentication: login (-32000); it offers none; fix it, then tend start w:0"},
+		{"protocol start_timeout", func(s *program.Snapshot) {
+			running(3)(s)
+			s.Status.State, s.Stopping = program.StateStopping, "start_timeout"
+			s.Spec.StopSignal, s.Spec.StopGrace, s.Spec.StartTimeout = syscall.SIGTERM, 10*time.Second, 30*time.Second
+			s.Protocol = func() program.ProtocolReport { return program.ProtocolReport{Starting: "initialize"} }
+		}, "no session within start_timeout 30s, stopping: sent SIGTERM, SIGKILL after 10s"},
 	}
 	for _, c := range cases {
 		st := Derive(snap("w:0", c.mod), t0.Add(81*time.Second))

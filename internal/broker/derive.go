@@ -168,9 +168,20 @@ func stoppingWhy(s program.Snapshot, st *program.Status, spec *program.Spec, now
 	case "rss":
 		return fmt.Sprintf("memory %s over max_rss %s, draining: sent %s", Size(st.PeakRSS), Size(spec.MaxRSS), kill)
 	case "start_timeout":
+		if s.Protocol != nil { // a protocol agent is ready once it has a session (docs/protocol.md)
+			return fmt.Sprintf("no session within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
+		}
 		return fmt.Sprintf("no READY=1 within start_timeout %s, stopping: sent %s", Human(spec.StartTimeout), kill)
 	case "stop":
 		return "stopping: sent " + kill
+	case "protocol":
+		// tend's own stop, not the run's: the protocol failed
+		// (docs/protocol.md#states); the run's end completes the why.
+		what := s.ProtocolWhy
+		if what == "" {
+			what = "the protocol failed"
+		}
+		return fmt.Sprintf("stopping the run after its protocol failed (%s): sent %s", what, kill)
 	}
 	return "stopping: the run sent STOPPING=1"
 }
@@ -192,9 +203,17 @@ func protocolWhy(s program.Snapshot, st *program.Status, p program.ProtocolRepor
 			w, st.Waiting.Title, st.Waiting.ToolKind, st.Waiting.RequestID, strings.Join(opts, ", "), st.ID, st.ID)
 	case s.ProtocolWhy == "":
 		return w
+	case st.State == program.StateFatal && s.Spec != nil && s.Spec.HardMaxCrashes > 0 && st.CrashCount >= s.Spec.HardMaxCrashes:
+		// A crash loop of refused handshakes: how many, then why (an
+		// agent that needs authentication is fatal at once, uncounted).
+		return strings.Replace(w, "; fix it, then", "; "+s.ProtocolWhy+"; fix it, then", 1)
 	case st.State == program.StateFatal:
 		return s.ProtocolWhy + "; fix it, then tend start " + st.ID
-	case st.State == program.StateBackoff, st.State == program.StateStopping, st.State == program.StateExited:
+	case st.State == program.StateStopping && s.Stopping == "protocol":
+		return w // stoppingWhy says it
+	case st.State == program.StateStopping:
+		return w + "; its protocol had failed: " + s.ProtocolWhy
+	case st.State == program.StateBackoff, st.State == program.StateExited:
 		return w + "; " + s.ProtocolWhy
 	}
 	return w

@@ -9,12 +9,14 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -104,15 +106,14 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	var interrupted sync.Once
-	var wasInterrupted bool
+	var wasInterrupted atomic.Bool
 	go func() {
 		select {
 		case <-sigs:
 		case <-ctx.Done():
 			return
 		}
-		interrupted.Do(func() { wasInterrupted = true })
+		wasInterrupted.Store(true)
 		for _, id := range ids {
 			_ = c.Cancel(id) // the turn ends cancelled, and its answer ends with it
 		}
@@ -125,6 +126,7 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 		stop()
 	}()
 
+	tty := isTerminal(e.stdout)
 	var mu sync.Mutex // guards e.stdout between the instances' answers
 	type result struct {
 		id, stop string
@@ -138,7 +140,7 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 		}
 		w := &prefixWriter{w: e.stdout, prefix: prefix, mu: &mu}
 		go func() {
-			stopReason, err := c.PromptWait(ctx, id, text, nil, func(u program.TurnUpdate) { w.write(u.Text) })
+			stopReason, err := c.PromptWait(ctx, id, text, nil, func(u program.TurnUpdate) { w.update(u, tty) })
 			w.flush()
 			results <- result{id, stopReason, err}
 		}()
@@ -154,7 +156,7 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 			failed = append(failed, fmt.Sprintf("%s: the turn ended: %s", r.id, r.stop))
 		}
 	}
-	if wasInterrupted {
+	if wasInterrupted.Load() {
 		fmt.Fprintln(e.stderr, "tend: prompt: interrupted: sent session/cancel")
 		return exitStatus(exitInterrupted)
 	}
@@ -167,6 +169,23 @@ func (e *env) promptWait(c *client.Client, ids []string, text string) error {
 	return nil
 }
 
+// promptText is what tend prompt prints of an update, so that nothing the
+// agent wrote steers the operator's terminal (docs/trust.md): its message
+// text as tend logs prints a log, as it came to a file or a pipe and, to a
+// terminal, escaped but for its colours; tend's own lines (a tool call,
+// the plan, a permission request), whose titles are the agent's, escaped
+// as all human output is. An SGR sequence cut between two chunks is
+// escaped, never passed; a chunk is whole runes (a JSON string).
+func promptText(u program.TurnUpdate, tty bool) string {
+	switch {
+	case u.Type != program.UpdateText:
+		return human.EscapeText(u.Text)
+	case tty:
+		return human.EscapeColour(u.Text)
+	}
+	return u.Text
+}
+
 // prefixWriter prints an answer's text, each line after prefix (for a
 // fan-out; "" prints it as it comes).
 type prefixWriter struct {
@@ -174,6 +193,24 @@ type prefixWriter struct {
 	prefix string
 	mu     *sync.Mutex
 	part   string
+	mid    bool // the last text written did not end its line
+}
+
+// update prints one update of the answer: a tool, plan or permission line
+// on a line of its own, as in the transcript (docs/protocol.md#prompts),
+// even when the message text before it did not end its line.
+func (p *prefixWriter) update(u program.TurnUpdate, tty bool) {
+	s := promptText(u, tty)
+	if s == "" {
+		return
+	}
+	p.mu.Lock()
+	if u.Type != program.UpdateText && p.mid {
+		s = "\n" + s
+	}
+	p.mid = s[len(s)-1] != '\n'
+	p.mu.Unlock()
+	p.write(s)
 }
 
 func (p *prefixWriter) write(s string) {
@@ -194,12 +231,17 @@ func (p *prefixWriter) write(s string) {
 	}
 }
 
-// flush ends the answer on a line of its own.
+// flush ends the answer on a line of its own, so what follows it (the
+// shell's prompt, the next answer) does not start in its last line.
 func (p *prefixWriter) flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.prefix != "" && p.part != "" {
+	switch {
+	case p.prefix != "" && p.part != "":
 		io.WriteString(p.w, p.prefix+p.part+"\n")
 		p.part = ""
+	case p.prefix == "" && p.mid:
+		io.WriteString(p.w, "\n")
 	}
+	p.mid = false
 }

@@ -21,6 +21,7 @@ import (
 // runFlags are tend run's flags.
 type runFlags struct {
 	name, cwd, restart     string
+	protocol, permission   string
 	tty, attach, rm, agent bool
 	labels, env            []string
 }
@@ -28,7 +29,7 @@ type runFlags struct {
 func (e *env) runCmd() *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "run [--name NAME] [--tty] [-a|--attach] [--rm] [--agent] [-l KEY=VALUE]... [-e KEY=VALUE]... [--cwd DIR] [--restart POLICY] [--] CMD ARGS...",
+		Use:   "run [--name NAME] [--tty] [-a|--attach] [--rm] [--agent] [-l KEY=VALUE]... [-e KEY=VALUE]... [--cwd DIR] [--restart POLICY] [--protocol acp [--permission POLICY]] [--] CMD ARGS...",
 		Short: "add a program and start it now: an agent for one task",
 		Long: "Adds a program to the running daemon (kept as tend add keeps it) and starts it. Without\n" +
 			"--name it is named run- and eight hex digits, printed on stdout. It runs in the current\n" +
@@ -39,7 +40,13 @@ func (e *env) runCmd() *cobra.Command {
 			"command gets (Ctrl-C) are passed on to the run; if this command goes away, the run goes on.\n" +
 			"--rm removes the program once it has ended and will not restart: no program, no logs, no\n" +
 			"cgroup, no record left (restart = \"never\" unless --restart says otherwise; not with\n" +
-			"always, which never ends). The removal is the daemon's: it happens without a client too.",
+			"always, which never ends). The removal is the daemon's: it happens without a client too.\n\n" +
+			"--protocol acp starts an agent that speaks the Agent Client Protocol on its stdio, with tend\n" +
+			"as its client (protocol = \"acp\", docs/protocol.md): tend prompt, tend approve and tend wait\n" +
+			"--until idle then work on it. --permission allow or deny answers its permission requests\n" +
+			"at once (default ask: each waits for tend approve or tend deny). With -a it follows\n" +
+			"the agent's transcript.\n\n" +
+			"  tend run --rm --protocol acp -l task=T -- gemini --experimental-acp",
 		Args: cobra.MinimumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
 			body, err := f.body(cmd, args)
@@ -75,6 +82,8 @@ func (e *env) runCmd() *cobra.Command {
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "set `KEY=VALUE` in its environment (KEY alone: this shell's value; repeatable)")
 	fl.StringVar(&f.cwd, "cwd", "", "run in `DIR` (default: the current directory)")
 	fl.StringVar(&f.restart, "restart", "", "restart `POLICY`: always, on-failure or never (default: the daemon's; never with --rm)")
+	fl.StringVar(&f.protocol, "protocol", "", "the `PROTOCOL` the agent speaks on its stdio: acp (protocol = \"acp\"; not with --tty)")
+	fl.StringVar(&f.permission, "permission", "", "with --protocol: answer its permission requests by `POLICY`: ask, allow or deny (default ask)")
 	return cmd
 }
 
@@ -140,7 +149,34 @@ func (f *runFlags) body(cmd *cobra.Command, argv []string) (map[string]any, erro
 	if f.tty {
 		body["tty"] = true
 	}
+	if err := f.protocolBody(cmd, body); err != nil {
+		return nil, err
+	}
 	return body, nil
+}
+
+// protocolBody adds --protocol and --permission (docs/protocol.md): a
+// value the daemon would refuse is a usage error here first.
+func (f *runFlags) protocolBody(cmd *cobra.Command, body map[string]any) error {
+	if cmd.Flags().Changed("protocol") {
+		if f.protocol != program.ProtocolACP {
+			return usageError{fmt.Errorf("run: --protocol %q: want acp", f.protocol)}
+		}
+		if f.tty {
+			return usageError{errors.New("run: --protocol acp speaks on the run's stdin and stdout: not with --tty")}
+		}
+		body["protocol"] = f.protocol
+	}
+	if cmd.Flags().Changed("permission") {
+		switch {
+		case f.protocol == "":
+			return usageError{errors.New("run: --permission is for an agent started with --protocol acp")}
+		case f.permission != program.PermissionAsk && f.permission != program.PermissionAllow && f.permission != program.PermissionDeny:
+			return usageError{fmt.Errorf("run: --permission %q: want ask, allow or deny", f.permission)}
+		}
+		body["permission"] = f.permission
+	}
+	return nil
 }
 
 // envFlags reads -e KEY=VALUE (or KEY: this process's value, if it has one).

@@ -125,18 +125,18 @@ func (d *daemon) removeFIFOsOf(id string) {
 		return
 	}
 	base := program.InstanceBase(name, k)
-	for _, n := range []string{base + ".out", base + ".err", base} {
+	for _, n := range []string{base + ".out", base + ".err", base + ".in", base} {
 		if st, err := d.state.FIFO.Lstat(n); err == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
 			_ = d.state.FIFO.Remove(n)
 		}
 	}
 }
 
-// fifoBase is the instance base ("NAME-K") of an output FIFO's name:
-// NAME-K.out, NAME-K.err, or NAME-K (a daemon from before stdout and
-// stderr had one each).
+// fifoBase is the instance base ("NAME-K") of a FIFO's name: NAME-K.out,
+// NAME-K.err, NAME-K.in (a protocol run's stdin, docs/protocol.md), or
+// NAME-K (a daemon from before stdout and stderr had one each).
 func fifoBase(name string) string {
-	for _, ext := range []string{".out", ".err"} {
+	for _, ext := range []string{".out", ".err", ".in"} {
 		if b, ok := strings.CutSuffix(name, ext); ok {
 			return b
 		}

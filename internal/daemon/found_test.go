@@ -14,7 +14,7 @@ func TestIDOfBase(t *testing.T) {
 			t.Errorf("idOfBase(%q) = %q %v, want %q", base, got, ok, want)
 		}
 	}
-	for name, want := range map[string]string{"w-0.out": "w-0", "w-0.err": "w-0", "w-0": "w-0", "w-0.log": "w-0.log"} {
+	for name, want := range map[string]string{"w-0.out": "w-0", "w-0.err": "w-0", "w-0.in": "w-0", "w-0": "w-0", "w-0.log": "w-0.log"} {
 		if got := fifoBase(name); got != want {
 			t.Errorf("fifoBase(%q) = %q, want %q", name, got, want)
 		}

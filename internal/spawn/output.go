@@ -43,6 +43,7 @@ type Output struct {
 	flushed chan struct{} // closed by the writer once the last frames are written
 	took    chan struct{} // the writer took pend (room for one signal)
 	final   bool          // the writer has taken the last frames
+	errTail []byte        // a protocol run's newest stderr bytes (protocol.go's StderrTail)
 
 	// The writer's: touched only by the goroutine holding its run lock.
 	lines   [2]logfile.Lines    // stdout's and stderr's unfinished lines
@@ -212,6 +213,7 @@ func (o *Output) readAllLocked(st *stream, fd int) bool {
 			return true
 		}
 		putHdr(o.pend[start:start], time.Now(), st.s, n)
+		o.keepTailLocked(st.s, o.pend[start+frameHdr:start+frameHdr+n])
 		o.pend = o.pend[:start+frameHdr+n]
 		o.c.used.Add(int64(frameHdr + n))
 	}
@@ -286,6 +288,7 @@ func (o *Output) drain(st *stream, fd int) bool {
 		}
 		now := time.Now()
 		putHdr(o.pend[start:start], now, st.s, n)
+		o.keepTailLocked(st.s, b[:n])
 		o.pend = o.pend[:start+frameHdr+n]
 		o.c.used.Add(int64(frameHdr + n))
 		o.last.Store(now.UnixNano())

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +31,9 @@ func (o *Output) inName() string { return baseName(o.id) + ".in" }
 // openProtocol makes a protocol run's stdin and stdout, and its stderr as
 // any run's.
 func (o *Output) openProtocol(p *runPipes) (err error) {
+	o.mu.Lock()
+	o.errTail = nil // a new run: what the last one said is not this one's
+	o.mu.Unlock()
 	defer func() {
 		if err != nil {
 			for _, f := range []*os.File{p.stdin, p.protoIn, p.stdout, p.stderr} {
@@ -137,4 +142,77 @@ func (o *Output) frame(s logfile.Stream, p []byte, activity bool) {
 	}
 	o.frameLocked(s, p, now)
 	o.enqueueLocked()
+}
+
+// errTailMax bounds what a protocol run's stderr keeps in memory for
+// StderrTail: its newest bytes only, and none for a run that writes none.
+const errTailMax = 4 << 10
+
+// keepTailLocked keeps the newest errTailMax bytes a protocol run wrote to
+// stderr. Guarded by o.mu, as the reads that call it.
+func (o *Output) keepTailLocked(s logfile.Stream, p []byte) {
+	if !o.protocol || s != logfile.Stderr || len(p) == 0 {
+		return
+	}
+	if len(p) >= errTailMax {
+		o.errTail = append(o.errTail[:0], p[len(p)-errTailMax:]...)
+		return
+	}
+	if over := len(o.errTail) + len(p) - errTailMax; over > 0 {
+		o.errTail = append(o.errTail[:0], o.errTail[over:]...)
+	}
+	o.errTail = append(o.errTail, p...)
+}
+
+// StderrTail is what the current (or last) protocol run said on stderr,
+// for a why (docs/protocol.md#states): its last lines that read as a
+// sentence, at most lines of them, each cut to 200 characters, joined by
+// " ⏎ "; "" when it said nothing. An agent that refuses a request often
+// says why only there (claude-code-acp as root answers session/new
+// "Internal error", its stderr "--dangerously-skip-permissions cannot be
+// used with root/sudo privileges …", then a dump of the request). What the
+// run wrote is read out of its pipes first, so nothing it wrote before it
+// ended is missed; the run's end calls it, after the run is gone.
+func (o *Output) StderrTail(lines int) string {
+	if o.c == nil || !o.protocol {
+		return ""
+	}
+	if !o.isClosed() {
+		o.drainRest()
+	}
+	o.mu.Lock()
+	tail := string(o.errTail)
+	o.mu.Unlock()
+	return sayings(tail, lines)
+}
+
+// sayings picks the last n lines of s that say something: not blank, not
+// a continuation (indented: a stack frame, a field of a dumped object),
+// not the opening or closing of a dump (a line ending in "{" or "[", or
+// only brackets and punctuation).
+func sayings(s string, n int) string {
+	var keep []string
+	all := strings.Split(s, "\n")
+	for i := len(all) - 1; i >= 0 && len(keep) < n; i-- {
+		l := strings.TrimRight(all[i], " \t\r")
+		switch {
+		case strings.TrimSpace(l) == "",
+			l[0] == ' ' || l[0] == '\t',
+			strings.HasSuffix(l, "{") || strings.HasSuffix(l, "["),
+			strings.Trim(l, "{}[]()<>,;:. ") == "":
+			continue
+		}
+		if i == 0 && len(s) >= errTailMax {
+			continue // cut by the bound: not a whole line
+		}
+		if utf8.RuneCountInString(l) > 200 {
+			r := []rune(l)
+			l = string(r[:200]) + "…"
+		}
+		keep = append(keep, l)
+	}
+	for i, j := 0, len(keep)-1; i < j; i, j = i+1, j-1 {
+		keep[i], keep[j] = keep[j], keep[i]
+	}
+	return strings.Join(keep, " ⏎ ")
 }

@@ -33,6 +33,7 @@ type Protocol struct {
 	session string        // the session the next run continues (kept intent)
 	turn    string        // the prompt whose turn is under way
 	why     string        // why the protocol ended the last run (fatal or a crash); "" when it did not
+	ask     bool          // the why is a refusal that is not about authentication: the agent's stderr may say why
 }
 
 // idBase gives each daemon's connections a range of request ids of their
@@ -136,7 +137,7 @@ func (in *Instance) startProtocol(stdin, stdout *os.File, attached bool, n int) 
 	}
 	p.mu.Lock()
 	session := p.session
-	p.why = ""
+	p.why, p.ask = "", false
 	p.mu.Unlock()
 	c := acp.Start(stdin, stdout, acp.Options{
 		Cwd: in.spec.Cwd, SessionID: session, Attached: attached && session != "",
@@ -164,12 +165,13 @@ type acpNews struct {
 	e   acp.Event
 }
 
-// endProtocol closes the connection of the run that ended: queued prompts
-// end, open requests are answered cancelled.
-func (in *Instance) endProtocol() {
+// closeProtocol closes the current run's connection, if any: queued
+// prompts end, open requests are answered cancelled. The run goes on
+// (an upgrade hands it over) or has ended (endProtocol).
+func (in *Instance) closeProtocol() *acp.Conn {
 	p := in.proto
 	if p == nil {
-		return
+		return nil
 	}
 	p.mu.Lock()
 	c := p.conn
@@ -177,6 +179,40 @@ func (in *Instance) endProtocol() {
 	p.mu.Unlock()
 	if c != nil {
 		c.Close()
+	}
+	return c
+}
+
+// endProtocol closes the connection of the run that ended, and completes
+// the why of a handshake that failed.
+func (in *Instance) endProtocol() {
+	p := in.proto
+	if p == nil {
+		return
+	}
+	var waited string // the answer the handshake waited for, if it had not ended
+	if c := in.closeProtocol(); c != nil {
+		waited = c.Report().Starting
+	}
+	p.mu.Lock()
+	ask := p.ask
+	p.ask = false
+	// A run that ended in its handshake (it exited, or start_timeout
+	// ended it) failed it as surely as one that refused it.
+	if waited != "" && p.why == "" {
+		p.why, ask = acp.NoAnswer(waited), true
+	}
+	p.mu.Unlock()
+	if ask {
+		// The agent refused the handshake with an error that names no
+		// reason of its own ("Internal error"): what it said on stderr
+		// often does. Read now that the run is gone and its pipes are
+		// drained, as it may come after the error on the wire.
+		if said := in.out.StderrTail(2); said != "" {
+			p.mu.Lock()
+			p.why += "; the agent said: " + said
+			p.mu.Unlock()
+		}
 	}
 }
 
@@ -276,12 +312,16 @@ func (in *Instance) onACP(n acpNews) {
 		if !cur || in.cur.signalled {
 			return
 		}
+		auth := errors.Is(e.Err, acp.ErrNeedsAuth)
 		p.mu.Lock()
-		p.why = e.Err.Error()
+		p.why, p.ask = e.Err.Error(), !auth && errors.Is(e.Err, acp.ErrHandshake)
 		p.mu.Unlock()
-		if errors.Is(e.Err, acp.ErrNeedsAuth) {
+		if auth {
 			in.endWith(restart.IntentProtocolFatal, in.spec.StopSignal, in.spec.StopGrace)
 			return
+		}
+		if errors.Is(e.Err, acp.ErrNoAnswer) {
+			return // its stdout ended: its exit (or start_timeout) ends it, as its own cause
 		}
 		in.endWith(restart.IntentProtocolCrash, in.spec.StopSignal, in.spec.StopGrace)
 	}

@@ -124,7 +124,7 @@ func (in *Instance) live(fds map[string]int) (Live, error) {
 	if in.wakeArmed {
 		l.WakeAt = in.wakeAt
 	}
-	in.endProtocol() // the next daemon opens the agent's FIFOs again (protocol.go)
+	in.closeProtocol() // the next daemon opens the agent's FIFOs again (protocol.go)
 	out, err := in.out.Freeze()
 	for i, s := range out.Streams {
 		fds[outputName(in.id, i)] = s.FD

@@ -18,7 +18,7 @@ import (
 // naming the agent's own reason and its methods. claude-code-acp as another
 // user opens a session (it checks the login only at the prompt): ready, and
 // a prompt fails with its reason. claude-code-acp as root fails
-// session/new, and its stderr, in the log, says why.
+// session/new, a crash whose why quotes its stderr's reason.
 func TestRealCLIsUnderTend(t *testing.T) {
 	needProtocol(t)
 	gemini := testutil.RealCLI(t, "gemini")
@@ -67,10 +67,18 @@ func TestRealCLIsUnderTend(t *testing.T) {
 
 	f.await(t, "claude:0", "ready", func(s program.Status) bool { return s.State == program.StateRunning && s.Ready })
 	if asUser {
+		// A crash (it backs off and tries again: only authentication is
+		// fatal at once), whose why carries the agent's own reason.
 		st := f.await(t, "claude-root:0", "failing session/new", func(s program.Status) bool {
-			return strings.Contains(s.Why, "Internal error")
+			return s.State == program.StateBackoff && strings.Contains(s.Why, "Internal error")
 		})
 		t.Logf("claude-root:0: %s, why %q", st.State, st.Why)
+		if want := "session/new failed: Internal error"; !strings.Contains(st.Why, want) {
+			t.Errorf("claude-code-acp as root: why %q lacks %q", st.Why, want)
+		}
+		if want := "the agent said: --dangerously-skip-permissions cannot be used with root/sudo privileges"; !strings.Contains(st.Why, want) {
+			t.Errorf("claude-code-acp as root: why %q lacks %q", st.Why, want)
+		}
 		if logs := f.logs("claude-root:0"); !strings.Contains(logs, "cannot be used with root/sudo privileges") {
 			t.Errorf("the log of claude-code-acp as root (why %q) lacks its reason:\n%s", st.Why, logs)
 		}

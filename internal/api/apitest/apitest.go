@@ -449,7 +449,7 @@ func logDir(path string) (*statedir.Dir, error) {
 
 // ParseProgram implements api.Backend for the keys the CLI sends: name,
 // command, shell, instances, agent, restart, labels, env, cwd,
-// remove_on_exit, autostart and tty. Other keys are an error, as
+// remove_on_exit, autostart, tty, protocol and permission. Other keys are an error, as
 // the daemon rejects unknown keys.
 func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	var req struct {
@@ -465,6 +465,8 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 		RemoveOnExit bool              `json:"remove_on_exit"`
 		Autostart    *bool             `json:"autostart"`
 		Tty          bool              `json:"tty"`
+		Protocol     string            `json:"protocol"`
+		Permission   string            `json:"permission"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -473,7 +475,8 @@ func (b *Backend) ParseProgram(body []byte) (program.Spec, error) {
 	}
 	spec := program.Spec{Name: req.Name, Command: req.Command, Shell: req.Shell,
 		Instances: 1, Agent: req.Agent, Restart: program.RestartAlways, Autostart: true,
-		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit, Tty: req.Tty}
+		Labels: req.Labels, Env: req.Env, Cwd: req.Cwd, RemoveOnExit: req.RemoveOnExit, Tty: req.Tty,
+		Protocol: req.Protocol, Permission: req.Permission}
 	if req.Autostart != nil {
 		spec.Autostart = *req.Autostart
 	}
