@@ -136,7 +136,7 @@ func run(ctx context.Context, o options, out string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildTend(ctx, root, work)
+	bin, err := measure.BuildTend(ctx, root, work)
 	if err != nil {
 		return "", err
 	}

@@ -17,17 +17,6 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// buildTend builds the tend the benchmark runs into dir.
-func buildTend(ctx context.Context, root, dir string) (string, error) {
-	bin := filepath.Join(dir, "tend")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tend")
-	build.Dir = root
-	if b, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
-	}
-	return bin, nil
-}
-
 // daemon is one `tend up` of this process's, in a process group of its own.
 type daemon struct {
 	up  *exec.Cmd

@@ -174,7 +174,7 @@ func run(ctx context.Context, root string, o options, progress io.Writer) (Resul
 		return res, err
 	}
 	defer os.RemoveAll(work)
-	bin, err := buildTend(ctx, root, work)
+	bin, err := measure.BuildTend(ctx, root, work)
 	if err != nil {
 		return res, err
 	}
