@@ -83,7 +83,7 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 	if st, _ := c.Status("coder:0"); st.Waiting == nil {
 		t.Fatal("an unknown option closed the request")
 	}
-	if code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "approve", "coder:0"); code != 0 {
+	if code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "approve", "coder"); code != 0 {
 		t.Fatalf("approve: exit %d %s %s", code, out, errOut)
 	}
 	if code := p.wait(t); code != 0 {
@@ -136,7 +136,7 @@ func TestACPPromptPermissionApprove(t *testing.T) {
 		st, err := c.Status("coder:0")
 		return err == nil && st.Waiting != nil
 	}, testutil.Explain(eventsOf(c)))
-	if code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "deny", "coder:0"); code != 0 || !strings.Contains(out, "reject") {
+	if code, out, errOut := tendRun(t, tend, "--socket", filepath.Join(dir, ".tend", "tend.sock"), "deny", "coder"); code != 0 || !strings.Contains(out, "reject") {
 		t.Fatalf("deny: exit %d %s %s", code, out, errOut)
 	}
 	if code := p2.wait(t); code != 0 || !strings.Contains(p2.stdout.String(), "prefer not to make that change") {

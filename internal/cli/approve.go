@@ -29,22 +29,46 @@ func (e *env) approveCmd() *cobra.Command {
 	}
 }
 
-// answer answers the open request of instance id with opt, or with its
-// first option of kind (then of the kind's "always" form).
-func (e *env) answer(id, opt, kind string) error {
+// answer answers the open request of what sel names with opt, or with
+// its first option of kind (then of the kind's "always" form). A bare NAME
+// or all answers every instance of it that waits on a request (as tend
+// prompt NAME prompts each); one instance is answered as named, errors
+// and all.
+func (e *env) answer(sel, opt, kind string) error {
 	c, err := e.client()
 	if err != nil {
 		return err
 	}
-	req := ""
-	if opt == "" {
-		st, err := c.Status(id)
-		if err != nil {
+	sts, err := c.Statuses(sel)
+	if err != nil {
+		return err
+	}
+	if len(sts) == 1 {
+		return e.answerOne(c, sts[0], opt, kind)
+	}
+	answered := 0
+	for _, st := range sts {
+		if st.Protocol == "" || st.Waiting == nil {
+			continue
+		}
+		if err := e.answerOne(c, st, opt, kind); err != nil {
 			return err
 		}
-		if st.Protocol == "" {
-			return fmt.Errorf("%s %w", st.ID, program.ErrNotProtocol)
-		}
+		answered++
+	}
+	if answered == 0 {
+		return &client.APIError{Status: 409, Message: sel + ": no instance waits on a permission request"}
+	}
+	return nil
+}
+
+// answerOne answers the open request of the instance whose status is st.
+func (e *env) answerOne(c *client.Client, st program.Status, opt, kind string) error {
+	if st.Protocol == "" {
+		return fmt.Errorf("%s %w", st.ID, program.ErrNotProtocol)
+	}
+	req := ""
+	if opt == "" {
 		if st.Waiting == nil {
 			return &client.APIError{Status: 409, Message: st.ID + ": " + program.ErrNothingOpen.Error()}
 		}
@@ -60,10 +84,10 @@ func (e *env) answer(id, opt, kind string) error {
 			return usageError{errors.New(st.ID + ": the request offers no " + kind + " option; name one")}
 		}
 	}
-	got, err := c.Answer(id, program.PermissionAnswer{RequestID: req, OptionID: opt})
+	got, err := c.Answer(st.ID, program.PermissionAnswer{RequestID: req, OptionID: opt})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s %s: %s\n", id, got.RequestID, opt)
+	fmt.Fprintf(e.stdout, "%s %s: %s\n", st.ID, got.RequestID, opt)
 	return nil
 }
