@@ -26,12 +26,31 @@ func TestKeeperThatDiesIsReplaced(t *testing.T) {
 	write(t, conf, `[program.echo]
 shell = "printf 'hello screen\n'; while read -r l; do printf 'got %s\n' \"$l\"; done"
 tty = true
+
+[program.ticker]
+shell = "i=0; while :; do i=$((i+1)); printf 'tick %d\n' $i; sleep 0.005; done"
+tty = true
 `)
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
 	up, stderr := startUpLogged(t, tend, conf)
-	waitRunning(t, c, "echo:0")
-	before := pids(t, c, "echo:0")
+	waitRunning(t, c, "echo:0", "ticker:0")
+	before := pids(t, c, "echo:0", "ticker:0")
 	run := before["echo:0"]
+	// Every tick the ticker writes is in its log, in order, once: what the
+	// daemon reads goes on through the keeper's death.
+	ticks := func() int {
+		t.Helper()
+		_, out, _ := tendRun(t, tend, "logs", "-c", conf, "ticker:0", "--raw", "-n", "100000")
+		lines := strings.Split(out, "\r\n")
+		lines = lines[:len(lines)-1] // what follows the last newline: "", or a line being written
+		for i, line := range lines {
+			if line != "tick "+strconv.Itoa(i+1) {
+				t.Fatalf("line %d of the ticker's log is %q", i+1, line)
+			}
+		}
+		return len(lines)
+	}
+	testutil.Eventually(t, "ticks before", func() bool { return ticks() > 20 })
 	old := keeperOf(t, dir)
 	testutil.Eventually(t, "the keeper to hold the run's master", func() bool { return holdsTerminalOf(old, run) })
 
@@ -41,10 +60,15 @@ tty = true
 		kp = recordedKeeper(dir)
 		return kp > 0 && kp != old && holdsTerminalOf(kp, run)
 	}, testutil.Explain(stderr))
+	if !holdsTerminalOf(kp, before["ticker:0"]) {
+		t.Errorf("the new keeper does not hold the ticker's master")
+	}
+	n := ticks()
+	testutil.Eventually(t, "ticks after the keeper's death", func() bool { return ticks() > n+50 })
 	if cmdline(kp) != "tend-keeper " {
 		t.Errorf("the new keeper's command line is %q", cmdline(kp))
 	}
-	line := "keeper pid " + strconv.Itoa(old) + " died; keeper pid " + strconv.Itoa(kp) + " replaces it and holds 1 tty run(s)' terminals again"
+	line := "keeper pid " + strconv.Itoa(old) + " died; keeper pid " + strconv.Itoa(kp) + " replaces it and holds 2 tty run(s)' terminals again"
 	testutil.Eventually(t, "the stderr line", func() bool { return strings.Contains(stderr(), line) }, testutil.Explain(stderr))
 	var replaced *program.DaemonPhase
 	testutil.Eventually(t, "the keeper_replaced event", func() bool {
@@ -56,7 +80,7 @@ tty = true
 		}
 		return err == nil && replaced != nil
 	})
-	if replaced.PID != old || replaced.Keeper != kp || replaced.Count == nil || *replaced.Count != 1 || replaced.Error != "" {
+	if replaced.PID != old || replaced.Keeper != kp || replaced.Count == nil || *replaced.Count != 2 || replaced.Error != "" {
 		t.Errorf("keeper_replaced %+v", replaced)
 	}
 	if _, m := get(t, filepath.Join(dir, ".tend", "tend.sock"), "/metrics"); !strings.Contains(m, "\ntend_keeper_restarts_total 1\n") {
@@ -70,9 +94,9 @@ tty = true
 	killUp(t, up, up.Process.Pid, before)
 	orphaned(t, kp)
 	up, stderr = startUpLogged(t, tend, conf)
-	waitRunning(t, c, "echo:0")
-	if after := pids(t, c, "echo:0"); after["echo:0"] != run {
-		t.Fatalf("echo:0 is pid %d, was %d: not adopted\n%s", after["echo:0"], run, stderr())
+	waitRunning(t, c, "echo:0", "ticker:0")
+	if after := pids(t, c, "echo:0", "ticker:0"); after["echo:0"] != run || after["ticker:0"] != before["ticker:0"] {
+		t.Fatalf("%v after, %v before: not adopted\n%s", after, before, stderr())
 	}
 	screen := func() string { _, out, _ := tendRun(t, tend, "-c", conf, "screen", "echo:0"); return out }
 	testutil.Eventually(t, "the adopted screen", func() bool { return strings.Contains(screen(), "hello screen") }, testutil.Explain(screen))
@@ -85,7 +109,7 @@ tty = true
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.Kind == program.KindExited && e.ID == "echo:0" {
+		if e.Kind == program.KindExited {
 			t.Errorf("the run ended: %+v", e)
 		}
 	}

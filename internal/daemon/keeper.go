@@ -56,6 +56,7 @@ type ttyKeeper struct {
 	stopR    int
 	stopW    int
 	watches  sync.WaitGroup
+	unheld   bool          // a keeper died, and not every master was handed to another since
 	restarts atomic.Uint64 // keepers replaced after dying (tend_keeper_restarts_total)
 }
 
@@ -106,6 +107,9 @@ func (k *ttyKeeper) Keep(id string, pid int, fd int) {
 		if err = k.connectLocked(); err == nil {
 			if err = k.c.Keep(r, fd); err == nil {
 				k.kept[id] = r
+				if k.unheld {
+					k.rehandLocked() // a keeper died and none replaced it then
+				}
 				return
 			}
 			// Gone: the next try starts another, and a keeper that died

@@ -136,18 +136,12 @@ func (k *ttyKeeper) replaceLocked(dead int) bool {
 	k.restarts.Add(1)
 	ev := &program.DaemonPhase{Phase: program.PhaseKeeperReplaced, PID: dead}
 	var failed []string
+	k.unheld = true
 	err := k.connectLocked()
 	if err == nil {
 		ev.Keeper = k.watched
-		n := 0
-		for id, fd := range k.masters {
-			if kerr := k.c.Keep(k.kept[id], fd); kerr != nil {
-				failed = append(failed, id)
-				err = kerr
-				continue
-			}
-			n++
-		}
+		var n int
+		n, failed, err = k.rehandLocked()
 		ev.Count = &n
 	}
 	var line string
@@ -164,6 +158,20 @@ func (k *ttyKeeper) replaceLocked(dead int) bool {
 	k.d.note("%s", line)
 	k.d.log.Publish(program.Event{Kind: program.KindDaemon, Data: ev})
 	return ev.Count != nil && len(failed) == 0
+}
+
+// rehandLocked hands the keeper of the moment every live run's master,
+// and says how many it took and which it did not.
+func (k *ttyKeeper) rehandLocked() (n int, failed []string, err error) {
+	for id, fd := range k.masters {
+		if kerr := k.c.Keep(k.kept[id], fd); kerr != nil {
+			failed, err = append(failed, id), kerr
+			continue
+		}
+		n++
+	}
+	k.unheld = len(failed) > 0
+	return n, failed, err
 }
 
 // stopWatches ends the watches (tend down): quit has set closed.
