@@ -111,7 +111,7 @@ func (k *ttyKeeper) died(pid int) {
 // one holds every master (this run's among them).
 func (k *ttyKeeper) lostLocked() bool {
 	pid := k.watched
-	if pid <= 0 || alive(pid) {
+	if pid <= 0 || k.closed || alive(pid) {
 		return false
 	}
 	k.watched = 0
@@ -151,7 +151,7 @@ func (k *ttyKeeper) replaceLocked(dead int) bool {
 		line = fmt.Sprintf("keeper pid %d died, and no keeper could be started: %v (tty runs keep their terminals while this daemon lives, but do not outlive it with them)", dead, err)
 	case len(failed) > 0:
 		ev.Error = err.Error()
-		line = fmt.Sprintf("keeper pid %d died; keeper pid %d replaces it and holds %d tty run(s)' terminals again, not %s's: %v", dead, ev.Keeper, *ev.Count, strings.Join(failed, ", "), err)
+		line = fmt.Sprintf("keeper pid %d died; keeper pid %d replaces it and holds %d tty run(s)' terminals again, but not those of %s: %v", dead, ev.Keeper, *ev.Count, strings.Join(failed, ", "), err)
 	default:
 		line = fmt.Sprintf("keeper pid %d died; keeper pid %d replaces it and holds %d tty run(s)' terminals again", dead, ev.Keeper, *ev.Count)
 	}

@@ -65,7 +65,7 @@ var (
 		"likely_cause")
 
 	descKeeperRestarts = prometheus.NewDesc("tend_keeper_restarts_total",
-		"Keepers (the process that holds tty runs' terminals beyond the daemon) that died and were replaced, each handed every live tty run's terminal again.", nil, nil)
+		"Keepers (the process that holds tty runs' terminals beyond the daemon) that died while the daemon ran; each is replaced at once and handed every live tty run's terminal again.", nil, nil)
 	descOrphans = prometheus.NewDesc("tend_orphans_reaped_total",
 		"Children reaped that belonged to no instance (orphans adopted as subreaper or PID 1); counted and dropped.", nil, nil)
 	descPublished = prometheus.NewDesc("tend_events_published_total",
