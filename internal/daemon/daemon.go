@@ -254,6 +254,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		OrphansReaped:   d.reaper.Orphans,
 		EventsPublished: d.log.Published,
 		SubscribersCut:  d.log.CutOffs,
+		KeeperRestarts:  func() uint64 { return d.keeper.restarts.Load() },
 
 		StateWriteErrors: d.stateWriteErrors,
 	})

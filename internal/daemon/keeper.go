@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,9 +21,12 @@ import (
 // at start takes back the masters an earlier daemon's runs left there.
 //
 // The keeper is found at start (state_dir/keep.sock) or started when the
-// first tty run needs one; one that went away is started again at the
-// next run's Keep. tend down tells it to go (quit); a keeper this daemon
-// started is its child, and it waits for it.
+// first tty run needs one. The daemon keeps a master of its own of every
+// run it hands the keeper, and watches the keeper (a pidfd): one that dies
+// is said at once and replaced, and the new one is handed every live
+// run's master again (keeperwatch.go, docs/terminal.md#a-keeper-that-dies).
+// tend down tells it to go (quit); a keeper this daemon started is its
+// child, and it waits for it.
 //
 // The daemon hands the keeper the masters of terminals whose runs may be
 // root's, so it talks only to the keeper it started or the one an earlier
@@ -42,6 +46,18 @@ type ttyKeeper struct {
 	taken  map[string]keeper.Held // masters handed back at start, not yet claimed by an adoption
 	noted  bool                   // a failure to keep was said once
 	closed bool                   // tend down: no keeper is started any more
+
+	// masters is the daemon's own copy of each kept run's master, by
+	// instance id (the run is kept[id]), for a keeper that replaces one
+	// that died; watched is the keeper whose death is awaited (0: none),
+	// and stop (a pipe) ends the watches at quit.
+	masters  map[string]int // by instance id; its run is kept[id]
+	watched  int
+	stopR    int
+	stopW    int
+	watches  sync.WaitGroup
+	unheld   bool          // a keeper died, and not every master was handed to another since
+	restarts atomic.Uint64 // keepers replaced after dying (tend_keeper_restarts_total)
 }
 
 var _ supervisor.Keeper = (*ttyKeeper)(nil)
@@ -49,7 +65,12 @@ var _ supervisor.Keeper = (*ttyKeeper)(nil)
 // openKeeper connects to the keeper an earlier daemon left, if any, and
 // takes back every master it holds, for the adoptions to claim.
 func (d *daemon) openKeeper() *ttyKeeper {
-	k := &ttyKeeper{d: d, sock: keeper.At(d.state.Root), kept: map[string]keeper.Run{}, taken: map[string]keeper.Held{}}
+	k := &ttyKeeper{d: d, sock: keeper.At(d.state.Root), kept: map[string]keeper.Run{}, taken: map[string]keeper.Held{},
+		masters: map[string]int{}, stopR: -1, stopW: -1}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil {
+		k.stopR, k.stopW = p[0], p[1]
+	}
 	c, err := keeper.Dial(k.sock, k.knownLocked()...)
 	if err != nil {
 		k.refusedLocked(err)
@@ -62,6 +83,7 @@ func (d *daemon) openKeeper() *ttyKeeper {
 		return k
 	}
 	k.c = c
+	k.watchLocked()
 	for _, h := range held {
 		if old, ok := k.taken[h.ID]; ok {
 			unix.Close(old.FD)
@@ -80,14 +102,23 @@ func (k *ttyKeeper) Keep(id string, pid int, fd int) {
 	r := keeper.Run{ID: id, PID: pid, Ticks: ticks}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.holdLocked(id, r, fd)
 	for try := 0; try < 2; try++ {
 		if err = k.connectLocked(); err == nil {
 			if err = k.c.Keep(r, fd); err == nil {
 				k.kept[id] = r
+				if k.unheld {
+					k.rehandLocked() // a keeper died and none replaced it then
+				}
 				return
 			}
-			k.c.Close() // gone: the next try starts another
+			// Gone: the next try starts another, and a keeper that died
+			// is replaced with every master handed again, this one too.
+			k.c.Close()
 			k.c = nil
+			if k.lostLocked() {
+				return
+			}
 		}
 	}
 	if !k.noted && !k.closed {
@@ -105,6 +136,7 @@ func (k *ttyKeeper) Drop(id string, pid int) {
 		return
 	}
 	delete(k.kept, id)
+	k.releaseLocked(id)
 	if k.c != nil {
 		_ = k.c.Drop(r) // a keeper that went drops it anyway
 	}
@@ -120,6 +152,7 @@ func (k *ttyKeeper) Take(id string, pid int) (int, bool) {
 	}
 	delete(k.taken, id)
 	k.kept[id] = h.Run
+	k.holdLocked(id, h.Run, h.FD)
 	return h.FD, true
 }
 
@@ -162,6 +195,7 @@ func (k *ttyKeeper) connectLocked() error {
 	c, err := keeper.Dial(k.sock, k.knownLocked()...)
 	if err == nil {
 		k.c = c
+		k.watchLocked()
 		return nil
 	}
 	k.refusedLocked(err)
@@ -176,6 +210,7 @@ func (k *ttyKeeper) connectLocked() error {
 		return err
 	}
 	k.c = c
+	k.watchLocked()
 	return nil
 }
 
@@ -244,7 +279,11 @@ func (k *ttyKeeper) quit() {
 		unix.Close(h.FD)
 		delete(k.taken, id)
 	}
+	for id := range k.masters {
+		k.releaseLocked(id)
+	}
 	k.mu.Unlock()
+	k.stopWatches()
 	if c == nil && child != nil {
 		c, _ = keeper.Dial(k.sock, pid)
 	}

@@ -29,6 +29,10 @@ type Report struct {
 	// state directory could not keep for a while.
 	lostEvents uint64   // events the audit log lost (the gaps' sizes)
 	lostFiles  []string // the files that could not be written, once each
+	// keepers: the keeper_replaced events of the period (a keeper that
+	// died, docs/terminal.md#a-keeper-that-dies), the last one's words.
+	keepers    int
+	keeperLast string
 }
 
 // ProgramReport is one program's part, with when each cause first and last
@@ -90,6 +94,10 @@ func (r *Report) Add(e program.Event) {
 	}
 	if d, ok := e.Data.(*program.DaemonPhase); ok && d.Phase == program.PhaseDegradedStorage {
 		r.addStorage(d)
+		return
+	}
+	if d, ok := e.Data.(*program.DaemonPhase); ok && d.Phase == program.PhaseKeeperReplaced {
+		r.addKeeper(e.TS, d)
 		return
 	}
 	if e.Program == "" {
@@ -176,6 +184,24 @@ func (r *Report) finish() {
 		}
 		r.Advice = append(r.Advice, line+": keep free space on its file system (docs/daemon.md#when-the-disk-fills)")
 	}
+	if r.keepers > 0 {
+		r.Advice = append(r.Advice, fmt.Sprintf("the keeper that holds tty runs' terminals died %d time(s) (last: %s): look for what kills it (the OOM killer in dmesg, a kill by hand); while none held them a daemon crash would have ended the tty runs (docs/terminal.md#a-keeper-that-dies)", r.keepers, r.keeperLast))
+	}
+}
+
+// addKeeper counts a keeper_replaced event.
+func (r *Report) addKeeper(ts time.Time, d *program.DaemonPhase) {
+	r.keepers++
+	last := fmt.Sprintf("pid %d at %s", d.PID, ts.UTC().Format(time.RFC3339))
+	if d.Keeper > 0 && d.Count != nil {
+		last += fmt.Sprintf(", replaced by pid %d holding %d terminal(s) again", d.Keeper, *d.Count)
+	} else {
+		last += ", not replaced"
+	}
+	if d.Error != "" {
+		last += ": " + d.Error
+	}
+	r.keeperLast = last
 }
 
 // addStorage counts a degraded_storage event.

@@ -153,3 +153,25 @@ func TestDoctorReadsEveryPartOfADay(t *testing.T) {
 		t.Errorf("parts: %d events, %d advice; one file: %d, %d", rep.Events, len(rep.Advice), full.Events, len(full.Advice))
 	}
 }
+
+// A keeper that died (docs/terminal.md#a-keeper-that-dies) is one line of
+// advice, counting each death and naming the last.
+func TestDoctorSaysAKeeperDied(t *testing.T) {
+	r := newReport(demoStart, demoEnd)
+	two, none := 2, 0
+	r.Add(program.Event{TS: demoStart.Add(time.Second), Kind: program.KindDaemon,
+		Data: &program.DaemonPhase{Phase: program.PhaseKeeperReplaced, PID: 4001, Keeper: 4002, Count: &none}})
+	r.Add(program.Event{TS: demoStart.Add(time.Minute), Kind: program.KindDaemon,
+		Data: &program.DaemonPhase{Phase: program.PhaseKeeperReplaced, PID: 4002, Keeper: 4003, Count: &two}})
+	r.Add(program.Event{TS: demoEnd.Add(time.Hour), Kind: program.KindDaemon, // outside the period
+		Data: &program.DaemonPhase{Phase: program.PhaseKeeperReplaced, PID: 4003, Keeper: 4004, Count: &two}})
+	r.finish()
+	advice := strings.Join(r.Advice, "\n")
+	want := "the keeper that holds tty runs' terminals died 2 time(s) (last: pid 4002 at 2026-12-02T12:09:17Z, replaced by pid 4003 holding 2 terminal(s) again)"
+	if !strings.Contains(advice, want) {
+		t.Errorf("advice lacks %q:\n%s", want, advice)
+	}
+	if r.Events != 0 {
+		t.Errorf("a daemon event counted as a program's: %d", r.Events)
+	}
+}

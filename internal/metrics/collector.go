@@ -64,6 +64,8 @@ var (
 		"Always 1: the likely_cause label says why the instance's last run ended; absent before the first end.",
 		"likely_cause")
 
+	descKeeperRestarts = prometheus.NewDesc("tend_keeper_restarts_total",
+		"Keepers (the process that holds tty runs' terminals beyond the daemon) that died while the daemon ran; each is replaced at once and handed every live tty run's terminal again.", nil, nil)
 	descOrphans = prometheus.NewDesc("tend_orphans_reaped_total",
 		"Children reaped that belonged to no instance (orphans adopted as subreaper or PID 1); counted and dropped.", nil, nil)
 	descPublished = prometheus.NewDesc("tend_events_published_total",
@@ -91,7 +93,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descUp, descState, descLifecycle, descRestarts, descCrashCount, descDegraded, descRSS, descPeak,
 		descStart, descExitCode, descExitSignal, descExitTime, descExitInfo,
-		descOrphans, descPublished, descCutOff, descTurnWaits, descStateWriteErrors,
+		descOrphans, descKeeperRestarts, descPublished, descCutOff, descTurnWaits, descStateWriteErrors,
 		descInstances, descLifecycles, descPrograms, descTransient,
 	} {
 		ch <- d
@@ -115,6 +117,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectFleet(ch, sts)
 	}
 	collectCounter(ch, descOrphans, c.src.OrphansReaped)
+	collectCounter(ch, descKeeperRestarts, c.src.KeeperRestarts)
 	collectCounter(ch, descPublished, c.src.EventsPublished)
 	collectCounter(ch, descCutOff, c.src.SubscribersCut)
 	if c.src.StateWriteErrors != nil {

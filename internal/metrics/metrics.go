@@ -39,6 +39,7 @@ type Source struct {
 	OrphansReaped   func() uint64             // reaper.Orphans
 	EventsPublished func() uint64             // events.Log.Published
 	SubscribersCut  func() uint64             // events.Log.CutOffs
+	KeeperRestarts  func() uint64             // keepers replaced after dying (docs/terminal.md#a-keeper-that-dies)
 	// StateWriteErrors: failed writes to the state directory by file
 	// (statedir.Health.Errors, the audit log's from events.Log.WriteErrors).
 	StateWriteErrors func() map[string]uint64

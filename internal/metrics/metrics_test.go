@@ -69,6 +69,7 @@ func fakeSource(sts []program.Status) Source {
 		OrphansReaped:   func() uint64 { return 7 },
 		EventsPublished: func() uint64 { return 1234 },
 		SubscribersCut:  func() uint64 { return 2 },
+		KeeperRestarts:  func() uint64 { return 3 },
 	}
 }
 
@@ -208,6 +209,7 @@ func TestScrapeReportsEachInstance(t *testing.T) {
 		{"tend_instance_last_exit_info", lbl("worker:0", "likely_cause", "oom_or_external_kill"), 1},
 		{"tend_instance_last_exit_info", lbl("worker:1", "likely_cause", "spawn_failed"), 1},
 		{"tend_orphans_reaped_total", nil, 7},
+		{"tend_keeper_restarts_total", nil, 3},
 		{"tend_events_published_total", nil, 1234},
 		{"tend_event_subscribers_cut_off_total", nil, 2},
 		{"tend_notify_datagrams_dropped_total", map[string]string{"reason": "malformed"}, 3},
@@ -315,7 +317,7 @@ func TestScrapeFollowsTheSnapshot(t *testing.T) {
 func TestNilSourceFunctionsAreLeftOut(t *testing.T) {
 	fams := parse(t, scrape(t, New(Source{EventsPublished: func() uint64 { return 1 }})))
 	for name := range fams {
-		if strings.HasPrefix(name, "tend_instance_") || name == "tend_orphans_reaped_total" ||
+		if strings.HasPrefix(name, "tend_instance_") || name == "tend_orphans_reaped_total" || name == "tend_keeper_restarts_total" ||
 			name == "tend_event_subscribers_cut_off_total" {
 			t.Errorf("%s reported with no source", name)
 		}

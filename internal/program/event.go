@@ -54,6 +54,10 @@ const (
 	// PhaseDegradedStorage: the state directory could not be written for a
 	// while and now can (docs/events.md#degraded_storage): what was lost.
 	PhaseDegradedStorage = "degraded_storage"
+	// PhaseKeeperReplaced: the keeper that holds tty runs' terminals
+	// died (PID) and another (Keeper) was started and handed Count of
+	// them again (docs/terminal.md#a-keeper-that-dies).
+	PhaseKeeperReplaced = "keeper_replaced"
 )
 
 // TimeFormat is how every timestamp is written: RFC 3339, UTC, milliseconds.
@@ -168,7 +172,10 @@ type (
 	DaemonPhase struct {
 		Phase string `json:"phase"`
 		PID   int    `json:"pid,omitempty"`
-		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted
+		Count *int   `json:"count,omitempty"` // adopted runs, with PhaseAdopted; terminals handed again, with PhaseKeeperReplaced
+		// With PhaseKeeperReplaced: the new keeper's pid (PID is the one
+		// that died); none when it could not be started (Error says why).
+		Keeper int `json:"keeper,omitempty"`
 		// With PhaseUpgraded: the version of the binary that ran before
 		// and of the one that runs now (tend version's).
 		From string `json:"from,omitempty"`
