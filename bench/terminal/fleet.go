@@ -39,12 +39,21 @@ type InProc struct {
 
 const prompt = `printf '> '; exec sleep 100000`
 
+// fleetProgram is what each fleet run runs: the prompt, after history
+// lines of 120 columns (numbered) that scroll off its screen.
+func fleetProgram(history int) string {
+	if history <= 0 {
+		return prompt
+	}
+	return fmt.Sprintf(`awk 'BEGIN { for (i = 1; i <= %d; i++) printf "%%0120d\n", i }'; %s`, history+40, prompt)
+}
+
 // fleet starts a daemon with n runs of the prompt, with or without tty, and
 // measures it; with reads, it also times the screen reads of the tty fleet
 // (after the idle window, which they would disturb).
 func fleet(ctx context.Context, bin, dir string, o options, tty bool) (Fleet, *ScreenReads, string, error) {
 	var f Fleet
-	cfg := fmt.Sprintf("[program.p]\nshell = %q\ninstances = %d\ntty = %v\nstop_grace = \"2s\"\n", prompt, o.n, tty)
+	cfg := fmt.Sprintf("[program.p]\nshell = %q\ninstances = %d\ntty = %v\nstop_grace = \"2s\"\n", fleetProgram(o.history), o.n, tty)
 	d, err := startDaemon(bin, dir, cfg)
 	if err != nil {
 		return f, nil, "", err

@@ -80,6 +80,7 @@ type options struct {
 	coldGap    time.Duration // quiet before each cold read
 	requests   int           // warm GET /v1/screen reads
 	cli        int           // warm tend screen (and tmux capture-pane) execs
+	history    int           // lines of 120 columns each run prints before its prompt, read back with --history
 }
 
 var allPhases = []string{"echo", "flood", "fleet"}
@@ -99,6 +100,7 @@ func main() {
 	flag.DurationVar(&o.coldGap, "cold-gap", 2*time.Second, "quiet before each cold read")
 	flag.IntVar(&o.requests, "requests", 200, "warm GET /v1/screen reads")
 	flag.IntVar(&o.cli, "cli", 50, "warm tend screen execs")
+	flag.IntVar(&o.history, "history", 0, "lines of 120 columns each fleet run prints before its prompt; the screen reads then ask for that much history (tend screen --history N, ?history=N)")
 	out := flag.String("out", "", "results directory (default: bench/terminal/results of the module)")
 	report := flag.String("report", "", "print the report of this results directory instead of measuring")
 	flag.Parse()

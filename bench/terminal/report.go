@@ -146,13 +146,20 @@ func reportFlood(w io.Writer, f *Flood) {
 func reportScreen(w io.Writer, s *ScreenReads) {
 	fmt.Fprintf(w, "\n3. the screen of one tty run among %d (an answer of %d bytes; cold: the first after %s quiet, each of another run)\n",
 		s.Runs, s.Bytes, s.Gap.D())
+	// With history the target is issue 31's: tend screen --history 2000
+	// cold p50 within 10 ms; without, the screen alone within 5 ms.
+	target, hist := 5*time.Millisecond, ""
+	if s.History > 0 {
+		target, hist = 10*time.Millisecond, fmt.Sprintf(" --history %d", s.History)
+		fmt.Fprintf(w, "   each run printed %d lines of 120 columns first; every read asks for %d lines of history\n", s.History+40, s.History)
+	}
 	row := func(name string, cold, warm []measure.Ms) {
 		c, p := measure.Percentile(cold, 50).D(), measure.Percentile(warm, 50).D()
-		fmt.Fprintf(w, "   %-44s cold p50 %s (of %d), warm p50 %s, p90 %s (of %d): target p50 <= 5 ms %s\n", name, ms(c), len(cold),
-			ms(p), ms(measure.Percentile(warm, 90).D()), len(warm), verdict(c <= 5*time.Millisecond && p <= 5*time.Millisecond))
+		fmt.Fprintf(w, "   %-44s cold p50 %s (of %d), warm p50 %s, p90 %s (of %d): target p50 <= %s %s\n", name, ms(c), len(cold),
+			ms(p), ms(measure.Percentile(warm, 90).D()), len(warm), ms(target), verdict(c <= target && p <= target))
 	}
 	row("GET /v1/screen/{id} (a connection per request)", s.APICold, s.APIWarm)
-	row("tend screen ID (exec'd)", s.CLICold, s.CLIWarm)
+	row("tend screen ID"+hist+" (exec'd)", s.CLICold, s.CLIWarm)
 	if len(s.Version) > 0 {
 		fmt.Fprintf(w, "   %-44s warm p50 %s, p90 %s (of %d): the floor of any tend exec\n", "tend version (exec'd, no request)",
 			ms(measure.Percentile(s.Version, 50).D()), ms(measure.Percentile(s.Version, 90).D()), len(s.Version))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 // back to back after one warm-up, cycling over the instances.
 type ScreenReads struct {
 	Runs    int          `json:"runs"`
+	History int          `json:"history"` // lines of history each read asks for (-history)
 	Gap     measure.Ms   `json:"cold_gap_ms"`
 	Bytes   int          `json:"answer_bytes"` // the body of one GET
 	APICold []measure.Ms `json:"api_cold_ms"`
@@ -36,25 +38,37 @@ type ScreenReads struct {
 // screenReads measures d's screens; ids are its running tty instances.
 // Cold API and CLI reads alternate, so both see the same daemon.
 func screenReads(ctx context.Context, d *daemon, ids []string, o options) (*ScreenReads, error) {
-	r := &ScreenReads{Runs: len(ids), Gap: measure.NewMs(o.coldGap)}
+	r := &ScreenReads{Runs: len(ids), Gap: measure.NewMs(o.coldGap), History: o.history}
 	next := 0
 	id := func() string { next++; return ids[(next-1)%len(ids)] }
 	api := func() (time.Duration, error) {
 		i := id()
 		t := time.Now()
-		b, err := d.c.ScreenJSON(i, false)
+		var b []byte
+		var err error
+		if o.history > 0 {
+			b, err = d.c.ScreenHistoryJSON(i, false, o.history)
+		} else {
+			b, err = d.c.ScreenJSON(i, false)
+		}
 		took := time.Since(t)
 		if err == nil {
-			var scr struct{ Lines []string }
-			if err = json.Unmarshal(b, &scr); err == nil && (len(scr.Lines) == 0 || !strings.HasPrefix(scr.Lines[0], ">")) {
+			var scr struct{ Lines, History []string }
+			if err = json.Unmarshal(b, &scr); err == nil && !slices.ContainsFunc(scr.Lines, func(l string) bool { return strings.HasPrefix(l, ">") }) {
 				err = fmt.Errorf("the screen of %s shows no prompt: %s", i, b)
+			} else if err == nil && len(scr.History) < o.history {
+				err = fmt.Errorf("the screen of %s has %d lines of history, not %d", i, len(scr.History), o.history)
 			}
 		}
 		r.Bytes = len(b)
 		return took, err
 	}
 	cli := func() (time.Duration, error) {
-		return timeExec([]string{d.bin, "screen", id()}, userEnv(), d.dir)
+		argv := []string{d.bin, "screen", id()}
+		if o.history > 0 {
+			argv = append(argv, "--history", strconv.Itoa(o.history))
+		}
+		return timeExec(argv, userEnv(), d.dir)
 	}
 	version := func() (time.Duration, error) { return timeExec([]string{d.bin, "version"}, userEnv(), d.dir) }
 	for range o.cold {
