@@ -151,7 +151,7 @@ func reportScreen(w io.Writer, s *ScreenReads) {
 	target, hist := 5*time.Millisecond, ""
 	if s.History > 0 {
 		target, hist = 10*time.Millisecond, fmt.Sprintf(" --history %d", s.History)
-		fmt.Fprintf(w, "   each run printed %d lines of 120 columns first; every read asks for %d lines of history\n", s.History+40, s.History)
+		fmt.Fprintf(w, "   each run printed %d lines of 120 columns first; every read asks for %d lines of history (the last got %d)\n", s.History+40, s.History, s.HistoryLines)
 	}
 	row := func(name string, cold, warm []measure.Ms) {
 		c, p := measure.Percentile(cold, 50).D(), measure.Percentile(warm, 50).D()
