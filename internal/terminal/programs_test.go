@@ -47,6 +47,12 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func startRun(t *testing.T, size Size, argv ...string) *run {
 	t.Helper()
+	return startRunIn(t, size, programEnv(), t.TempDir(), argv...)
+}
+
+// startRunIn is startRun with the environment env, in the directory dir.
+func startRunIn(t *testing.T, size Size, env []string, dir string, argv ...string) *run {
+	t.Helper()
 	r := &run{t: t}
 	term, slave, err := Open(Options{Size: size, Output: func(p []byte) bool {
 		r.mu.Lock()
@@ -61,8 +67,8 @@ func startRun(t *testing.T, size Size, argv ...string) *run {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = SysProcAttr()
-	cmd.Env = programEnv()
-	cmd.Dir = t.TempDir()
+	cmd.Env = env
+	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		slave.Close()
 		term.Close()
