@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tend-sh/tend/internal/human"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -57,6 +58,9 @@ func (s *Server) screen(w http.ResponseWriter, r *http.Request) error {
 	}
 	if scr.Lines == nil {
 		scr.Lines = []string{}
+	}
+	if r.URL.Query().Get("view") == "text" {
+		return writeScreenText(w, scr, ansi)
 	}
 	if !asked {
 		writeJSON(w, http.StatusOK, scr)
@@ -202,4 +206,26 @@ func (s *Server) oneInstance(sel string) (string, error) {
 		more = ", ..."
 	}
 	return "", badRequest(fmt.Sprintf("%s names %d instances: name one (%s%s)", sel, len(list), strings.Join(ids, ", "), more))
+}
+
+// writeScreenText answers ?view=text: the history and then the screen, a
+// row a line, escaped as every human output is (--ansi keeping SGR
+// colours; docs/trust.md), what tend screen prints. The daemon renders it,
+// as it does tend ps's table, so the CLI copies bytes instead of decoding
+// and escaping 2,000 lines of history itself.
+func writeScreenText(w http.ResponseWriter, scr program.Screen, ansi bool) error {
+	rows, escape := [2][]string{scr.History, scr.Lines}, human.Escape
+	if ansi {
+		rows, escape = [2][]string{scr.HistoryANSI, scr.ANSI}, human.EscapeColour
+	}
+	var b strings.Builder
+	for _, part := range rows {
+		for _, row := range part {
+			b.WriteString(escape(row))
+			b.WriteByte('\n')
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/tend-sh/tend/internal/human"
 )
 
 func (e *env) screenCmd() *cobra.Command {
@@ -45,30 +42,14 @@ func (e *env) screenCmd() *cobra.Command {
 				}
 				return writeIndented(e.stdout, raw)
 			}
-			scr, err := c.Screen(args[0], ansi)
-			if history > 0 {
-				scr, err = c.ScreenHistory(args[0], ansi, history)
-			}
+			// The daemon renders the rows, escaped as every human output
+			// is (--ansi keeping its SGR colours; docs/trust.md), as it
+			// renders tend ps's table: nothing to decode here.
+			text, err := c.ScreenText(args[0], ansi, history)
 			if err != nil {
 				return err
 			}
-			rows := append(scr.History, scr.Lines...)
-			if ansi {
-				rows = append(scr.HistoryANSI, scr.ANSI...)
-			}
-			// The emulator keeps no control in a cell; the rows are escaped
-			// all the same (--ansi keeping its SGR colours), as every
-			// human output is (docs/trust.md).
-			escape := human.Escape
-			if ansi {
-				escape = human.EscapeColour
-			}
-			var b strings.Builder
-			for _, row := range rows {
-				b.WriteString(escape(row))
-				b.WriteByte('\n')
-			}
-			_, err = e.stdout.Write([]byte(b.String()))
+			_, err = e.stdout.Write(text)
 			return err
 		}),
 	}

@@ -27,3 +27,12 @@ func historyQuery(ansi bool, history int) url.Values {
 	}
 	return q
 }
+
+// ScreenText returns what tend screen prints, rendered by the daemon
+// (GET /v1/screen/{id}?view=text): up to history lines of history, then
+// the screen, a row a line, escaped (with ansi, SGR colours kept).
+func (c *Client) ScreenText(id string, ansi bool, history int) ([]byte, error) {
+	q := historyQuery(ansi, history)
+	q.Set("view", "text")
+	return c.raw("/v1/screen/"+url.PathEscape(id), q)
+}
