@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/keeper"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
@@ -36,21 +34,8 @@ printf 'after the keeper\n'
 exec sleep 100000'''
 tty = true
 `
-	path := filepath.Join(dir, "tend.toml")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command(os.Args[0], "-test.run=^$")
-	up.Env = append(os.Environ(), "TEND_DAEMON_TEST_UP="+path)
-	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	upDone := make(chan struct{})
-	go func() { up.Wait(); close(upDone) }()
-	killUp := func() { syscall.Kill(up.Process.Pid, syscall.SIGKILL); <-upDone }
+	c, killUp := upChild(t, dir, conf)
 	defer killUp()
-	c := client.New(filepath.Join(dir, ".tend", SocketName))
 	var pid int
 	testutil.Eventually(t, "the first daemon's run", func() bool {
 		st, err := c.Status("agent:0")
@@ -62,16 +47,7 @@ tty = true
 	})
 	kp := keeperPID(t, dir)
 	killUp()
-	for _, p := range []int{pid, kp} {
-		t.Cleanup(func() {
-			var ws syscall.WaitStatus
-			if got, err := syscall.Wait4(p, &ws, syscall.WNOHANG, nil); err != nil || got == p {
-				return
-			}
-			syscall.Kill(p, syscall.SIGKILL)
-			syscall.Wait4(p, &ws, 0, nil)
-		})
-	}
+	reapAtEnd(t, pid, kp)
 
 	c2, d, _ := startDaemonSeen(t, dir, conf)
 	if st, err := c2.Status("agent:0"); err != nil || st.PID == nil || *st.PID != pid {

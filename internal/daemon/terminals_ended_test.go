@@ -2,13 +2,10 @@ package daemon
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/kept"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
@@ -33,21 +30,8 @@ backoff_initial = "100ms"
 max_crashes = 5
 fatal_exit_codes = [3]
 `
-	path := filepath.Join(dir, "tend.toml")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command(os.Args[0], "-test.run=^$")
-	up.Env = append(os.Environ(), "TEND_DAEMON_TEST_UP="+path)
-	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	upDone := make(chan struct{})
-	go func() { up.Wait(); close(upDone) }()
-	killUp := func() { syscall.Kill(up.Process.Pid, syscall.SIGKILL); <-upDone }
+	c, killUp := upChild(t, dir, conf)
 	defer killUp()
-	c := client.New(filepath.Join(dir, ".tend", SocketName))
 	var before program.Screen
 	testutil.Eventually(t, "the second run to end, for good", func() bool {
 		st, err := c.Status("gone:0")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -239,21 +240,8 @@ exec sleep 100000'''
 tty = true
 tty_size = "60x10"
 `
-	path := filepath.Join(dir, "tend.toml")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command(os.Args[0], "-test.run=^$")
-	up.Env = append(os.Environ(), "TEND_DAEMON_TEST_UP="+path)
-	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	upDone := make(chan struct{})
-	go func() { up.Wait(); close(upDone) }()
-	killUp := func() { syscall.Kill(up.Process.Pid, syscall.SIGKILL); <-upDone }
+	c, killUp := upChild(t, dir, conf)
 	defer killUp()
-	c := client.New(filepath.Join(dir, ".tend", SocketName))
 	var pid int
 	testutil.Eventually(t, "the first daemon's run", func() bool {
 		st, err := c.Status("agent:0")
@@ -267,16 +255,7 @@ tty_size = "60x10"
 	killUp()
 	// Orphaned to this process now: if the test ends before a daemon stops
 	// them, they are ended and reaped here (after that daemon's stop).
-	for _, p := range []int{pid, kp} {
-		t.Cleanup(func() {
-			var ws syscall.WaitStatus
-			if got, err := syscall.Wait4(p, &ws, syscall.WNOHANG, nil); err != nil || got == p {
-				return
-			}
-			syscall.Kill(p, syscall.SIGKILL)
-			syscall.Wait4(p, &ws, 0, nil)
-		})
-	}
+	reapAtEnd(t, pid, kp)
 	if !testutil.Alive(pid) || !testutil.Alive(kp) {
 		t.Fatalf("the run (%v) or the keeper (%v) died with the daemon", testutil.Alive(pid), testutil.Alive(kp))
 	}
@@ -338,4 +317,41 @@ func keeperPID(t *testing.T, dir string) int {
 func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// upChild runs tend up on conf (written to dir/tend.toml) as a child of
+// this test binary (TestMain's TEND_DAEMON_TEST_UP), in a process group of
+// its own; killUp SIGKILLs it, as a crash would, and waits for it.
+func upChild(t *testing.T, dir, conf string) (c *client.Client, killUp func()) {
+	t.Helper()
+	path := filepath.Join(dir, "tend.toml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := exec.Command(os.Args[0], "-test.run=^$")
+	up.Env = append(os.Environ(), "TEND_DAEMON_TEST_UP="+path)
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upDone := make(chan struct{})
+	go func() { up.Wait(); close(upDone) }()
+	var once sync.Once
+	killUp = func() { once.Do(func() { syscall.Kill(up.Process.Pid, syscall.SIGKILL) }); <-upDone }
+	return client.New(filepath.Join(dir, ".tend", SocketName)), killUp
+}
+
+// reapAtEnd ends and reaps pids (orphaned to this process by a killed
+// daemon) when the test ends, unless a daemon's stop got there first.
+func reapAtEnd(t *testing.T, pids ...int) {
+	for _, p := range pids {
+		t.Cleanup(func() {
+			var ws syscall.WaitStatus
+			if got, err := syscall.Wait4(p, &ws, syscall.WNOHANG, nil); err != nil || got == p {
+				return
+			}
+			syscall.Kill(p, syscall.SIGKILL)
+			syscall.Wait4(p, &ws, 0, nil)
+		})
+	}
 }
