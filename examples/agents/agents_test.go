@@ -25,39 +25,13 @@ type fleet struct {
 	c   *client.Client
 }
 
-// tendBin builds tend once per test binary.
-var tendBin = func() func(t *testing.T) string {
-	var path string
-	var err error
-	var out []byte
-	built := false
-	return func(t *testing.T) string {
-		t.Helper()
-		if !built {
-			built = true
-			dir, e := os.MkdirTemp("", "tendbin")
-			if e != nil {
-				t.Fatal(e)
-			}
-			path = filepath.Join(dir, "tend")
-			cmd := exec.Command("go", "build", "-o", path, "./cmd/tend")
-			cmd.Dir = "../.."
-			out, err = cmd.CombinedOutput()
-		}
-		if err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-		return path
-	}
-}()
-
 // up copies examples/agents into a short temporary directory (socket paths
 // must fit in 108 bytes), applies edits to the example's tend.toml (old,
 // new pairs), and runs tend up there with tend on PATH.
 func up(t *testing.T, example string, edits ...string) *fleet {
 	t.Helper()
 	testutil.NeedTool(t, "python3")
-	bin := tendBin(t)
+	bin := testutil.TendBinary(t)
 	root, err := os.MkdirTemp("", "tendex")
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +219,7 @@ func TestREPL(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tendBin(t), "screen", "repl:0")
+	cmd := exec.CommandContext(ctx, testutil.TendBinary(t), "screen", "repl:0")
 	cmd.Dir, cmd.Stdout = f.dir, &out
 	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), ">>> print(6 * 7)\n42\n>>>") {
 		t.Errorf("tend screen repl:0: %v\n%s", err, out.String())

@@ -29,32 +29,6 @@ func needProtocol(t *testing.T) {
 	}
 }
 
-// tendBin builds tend once per test binary.
-var tendBin = func() func(t *testing.T) string {
-	var path string
-	var err error
-	var out []byte
-	built := false
-	return func(t *testing.T) string {
-		t.Helper()
-		if !built {
-			built = true
-			dir, e := os.MkdirTemp("", "tendbin")
-			if e != nil {
-				t.Fatal(e)
-			}
-			path = filepath.Join(dir, "tend")
-			cmd := exec.Command("go", "build", "-o", path, "./cmd/tend")
-			cmd.Dir = "../.."
-			out, err = cmd.CombinedOutput()
-		}
-		if err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-		return path
-	}
-}()
-
 // fleet is a tend up in a temporary directory.
 type fleet struct {
 	dir, bin string
@@ -89,7 +63,7 @@ func agentEnv(home string) []string {
 // test ends.
 func up(t *testing.T, conf string) *fleet {
 	t.Helper()
-	bin := tendBin(t)
+	bin := testutil.TendBinary(t)
 	dir, err := os.MkdirTemp("", "tendacp")
 	if err != nil {
 		t.Fatal(err)
