@@ -110,26 +110,9 @@ func checkAgent(t *testing.T, size Size, argv []string, live bool, tail string, 
 		if !live {
 			return
 		}
-		var diff string
-		// A difference that lasts is a failure: one side may settle a
-		// moment before the other on a busy machine.
-		for range 10 {
-			theirs := stillFor(t, "tmux's pane", func() string { return m.capture("agent") }, want)
-			ours := stillFor(t, "our screen", r.term.Text, want)
-			wx, wy := m.cursor("agent")
-			x, y := r.term.cursor()
-			diff = diffScreens(theirs, ours)
-			if diff == "" && x == wx && y == wy {
-				return
-			}
-			if diff == "" {
-				diff = fmt.Sprintf("cursor at %d,%d, tmux has %d,%d", x, y, wx, wy)
-			} else {
-				diff += "ours:\n" + ours
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("%s: screens differ from the program's under tmux:\n%s", what, diff)
+		sameScreens(t, what, m, "agent", r,
+			func() string { return stillFor(t, "tmux's pane", func() string { return m.capture("agent") }, want) },
+			func() string { return stillFor(t, "our screen", r.term.Text, want) })
 	}
 	compare("start", first)
 	for i, st := range steps {

@@ -141,24 +141,9 @@ func checkLive(t *testing.T, size Size, argv []string, first string, steps []ste
 	// side may settle a moment before the other on a busy machine).
 	compare := func(what, want string) {
 		t.Helper()
-		var diff string
-		for range 10 {
-			theirs := m.stable("live", contains(want))
-			ours := r.settle(contains(want))
-			wx, wy := m.cursor("live")
-			x, y := r.term.cursor()
-			diff = diffScreens(theirs, ours)
-			if diff == "" && x == wx && y == wy {
-				return
-			}
-			if diff == "" {
-				diff = fmt.Sprintf("cursor at %d,%d, tmux has %d,%d", x, y, wx, wy)
-			} else {
-				diff += "ours:\n" + ours
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("%s: screens differ:\n%s", what, diff)
+		sameScreens(t, what, m, "live", r,
+			func() string { return m.stable("live", contains(want)) },
+			func() string { return r.settle(contains(want)) })
 	}
 	compare("start", first)
 	for i, st := range steps {
@@ -335,4 +320,29 @@ func TestTopMatchesTmux(t *testing.T) {
 	defer syscall.Kill(-r.cmd.Process.Pid, syscall.SIGCONT)
 	r.settle(contains("PID"))
 	checkRecorded(t, r, size)
+}
+
+// sameScreens fails t unless tmux's pane and r's screen (as theirs and ours
+// read them, each once settled) and their cursors come out the same; a
+// difference that lasts is a failure, one side may settle a moment before
+// the other on a busy machine.
+func sameScreens(t *testing.T, what string, m *tmuxServer, pane string, r *run, theirs, ours func() string) {
+	t.Helper()
+	var diff string
+	for range 10 {
+		th, us := theirs(), ours()
+		wx, wy := m.cursor(pane)
+		x, y := r.term.cursor()
+		diff = diffScreens(th, us)
+		if diff == "" && x == wx && y == wy {
+			return
+		}
+		if diff == "" {
+			diff = fmt.Sprintf("cursor at %d,%d, tmux has %d,%d", x, y, wx, wy)
+		} else {
+			diff += "ours:\n" + us
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: screens differ from the program's under tmux:\n%s", what, diff)
 }
