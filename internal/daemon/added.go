@@ -25,6 +25,19 @@ func instances(specs ...[]program.Spec) int {
 	return n
 }
 
+// ttyInstances counts the instances of the specs that run in a terminal.
+func ttyInstances(specs ...[]program.Spec) int {
+	n := 0
+	for _, list := range specs {
+		for _, s := range list {
+			if s.Tty {
+				n += s.Instances
+			}
+		}
+	}
+	return n
+}
+
 // names is the set of the specs' names.
 func names(specs []program.Spec) map[string]bool {
 	m := make(map[string]bool, len(specs))

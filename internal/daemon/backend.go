@@ -194,6 +194,7 @@ func (b *backend) Doctor(since time.Duration) (*program.DoctorReport, error) {
 	rep.Tracking, rep.TrackingWhy = b.d.tracking, b.d.trackingWhy
 	rep.Advice = append(b.d.storageAdvice(), rep.Advice...) // what cannot be kept now comes first
 	rep.Advice = append(rep.Advice, b.d.damageAdvice()...)
+	rep.Advice = append(rep.Advice, b.d.ptyAdvice()...)
 	if rep.Tracking != program.TrackingCgroup {
 		rep.Advice = append(rep.Advice, "runs are tracked by process group and tree, not cgroups ("+rep.TrackingWhy+
 			"): a process that leaves both is ended only if tend saw it; for full containment run tend as root on a cgroup v2 host, or as the shipped systemd unit (Delegate=yes)")

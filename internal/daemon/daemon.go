@@ -199,6 +199,7 @@ func start(cfg *program.Config, defaults *config.Defaults, opts Options, up *upg
 		return nil, err
 	}
 	d.raiseLimits(instances(d.cfg.Programs, d.added)) // the whole fleet's, before any of it starts
+	d.checkPTYs(ttyInstances(d.cfg.Programs, d.added))
 	if err := d.openCapture(); err != nil {
 		d.reaper.Stop()
 		d.log.Close()

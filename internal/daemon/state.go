@@ -87,3 +87,44 @@ func (d *daemon) raiseLimits(instances int) {
 		d.note("%s", advice)
 	}
 }
+
+// checkPTYs says in one line, before the fleet starts, when its tty
+// instances do not fit under the kernel's pseudo-terminal limit
+// (limits.PTYs): tend does not change a setting of the whole machine.
+func (d *daemon) checkPTYs(ttys int) {
+	if ttys == 0 {
+		return
+	}
+	p, err := limits.ReadPTYs()
+	if err != nil {
+		return // no /proc/sys/kernel/pty: nothing to compare with
+	}
+	if advice := p.Advice(ttys); advice != "" {
+		d.note("%s", advice)
+	}
+}
+
+// ptyAdvice is the doctor's line about the machine's pseudo-terminals, if
+// any: nearly all in use, or fewer than the fleet's tty instances.
+func (d *daemon) ptyAdvice() []string {
+	ttys := 0
+	for _, s := range d.mgr.Specs() {
+		if s.Tty {
+			ttys += s.Instances
+		}
+	}
+	if ttys == 0 {
+		return nil
+	}
+	p, err := limits.ReadPTYs()
+	if err != nil {
+		return nil
+	}
+	if a := p.Advice(ttys); a != "" {
+		return []string{a}
+	}
+	if a := p.InUseAdvice(); a != "" {
+		return []string{a}
+	}
+	return nil
+}

@@ -74,6 +74,10 @@ type Terminal struct {
 // every copy of the slave is closed).
 func Open(opts Options) (*Terminal, *os.File, error) {
 	m, slave, err := pty.Open()
+	if errors.Is(err, unix.ENOSPC) {
+		// Every pair the kernel allows is taken (docs/terminal.md#how-many).
+		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w: the machine's limit (kernel.pty.max) is reached; raise it with sysctl", err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
 	}
