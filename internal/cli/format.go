@@ -126,10 +126,10 @@ var kindFields = map[string]func(any) []string{
 	program.KindTrackedChanged: fieldsOf(func(v program.TrackedChanged) []string {
 		f := []string{kv("count", v.Count)}
 		if len(v.Added) > 0 {
-			f = append(f, kv("added", strings.Join(v.Added, ",")))
+			f = append(f, kv("added", someIDs(v.Added)))
 		}
 		if len(v.Removed) > 0 {
-			f = append(f, kv("removed", strings.Join(v.Removed, ",")))
+			f = append(f, kv("removed", someIDs(v.Removed)))
 		}
 		return f
 	}),
@@ -206,4 +206,17 @@ func exitedFields(v program.Exited) []string {
 		f = append(f, "code=null")
 	}
 	return append(f, kv("cause", v.LikelyCause), kv("crash_count", v.CrashCount), kv("run_ms", v.RunDurationMS))
+}
+
+// shownIDs is how many ids of a tracked_changed event its line names: a
+// fleet's first start adds thousands, and one line of them all helps no
+// one (--json has every id).
+const shownIDs = 8
+
+// someIDs joins the first shownIDs of ids, and says how many more there are.
+func someIDs(ids []string) string {
+	if len(ids) <= shownIDs {
+		return strings.Join(ids, ",")
+	}
+	return strings.Join(ids[:shownIDs], ",") + fmt.Sprintf(",…+%d", len(ids)-shownIDs)
 }

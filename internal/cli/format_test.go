@@ -48,6 +48,8 @@ func TestFormatEvent(t *testing.T) {
 			`12:03:04.123 #9 web:1 status_changed state=running lifecycle=running why="up 1s"`},
 		{ev(10, "tracked_changed", "", program.TrackedChanged{Added: []string{"a:0", "b:0"}, Removed: []string{"c:0"}, Count: 2}),
 			"12:03:04.123 #10 tracked_changed count=2 added=a:0,b:0 removed=c:0"},
+		{ev(10, "tracked_changed", "", program.TrackedChanged{Added: []string{"a:0", "a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}, Count: 10}),
+			"12:03:04.123 #10 tracked_changed count=10 added=a:0,a:1,a:2,a:3,a:4,a:5,a:6,a:7,…+2"},
 		{ev(11, "daemon", "", program.DaemonPhase{Phase: "started", PID: 77}),
 			"12:03:04.123 #11 daemon phase=started pid=77"},
 		{ev(12, "daemon", "", program.DaemonPhase{Phase: "adopted", Count: intp(2)}),
