@@ -237,6 +237,27 @@ func (in *Instance) oomKilled() bool {
 	return err == nil && m.OOMKills > 0
 }
 
+// runPeak is the peak resident memory of the run that just drained, for
+// its exited event (max_rss_bytes; docs/events.md). The reaped ru_maxrss is
+// the run's own only when it is above the daemon's: Go forks with CLONE_VM,
+// and Linux's exec records the old address space's high-water mark in the
+// child's (exec_mmap), so a 2 MB program started by a daemon of 60 MB was
+// reported at 60 MB. Otherwise: the group's memory.peak where the kernel
+// keeps it (the group is the run's, made afresh by Prepare), else the
+// memory watchdog's highest sample of the run, else 0 (not known).
+func (in *Instance) runPeak(reaped int64) int64 {
+	var self unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &self) == nil && reaped > self.Maxrss*1024 {
+		return reaped
+	}
+	if in.group != nil && in.deps.Cgroups.HasMemory() {
+		if m, err := in.group.Memory(); err == nil && m.Peak > 0 {
+			return m.Peak
+		}
+	}
+	return in.mem.peak.Load()
+}
+
 // removeGroup removes the instance's group as it goes away.
 func (in *Instance) removeGroup() {
 	if in.group != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -79,3 +80,35 @@ func TestTreeModeStopAndRestartEndSetsidEscapees(t *testing.T) {
 }
 
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
+
+// A small run started by a large daemon reports its own peak, not the
+// daemon's: Linux hands a child forked with CLONE_VM the forking process's
+// high-water mark through exec (docs/events.md, max_rss_bytes).
+func TestMaxRSSIsTheRunsNotTheDaemons(t *testing.T) {
+	ballast := make([]byte, 256<<20) // the "daemon" (this test binary) grows to 256 MB resident
+	for i := range ballast {
+		if i%4096 == 0 {
+			ballast[i] = 1
+		}
+	}
+	h := newHarness(t)
+	small := spec("small", "/bin/sleep", "0.2")
+	small.Restart = program.RestartNever
+	big := spec("big", "python3", "-c", "b = bytearray(400 << 20); b[::4096] = b'x' * len(b[::4096])")
+	big.Restart = program.RestartNever
+	for _, s := range []program.Spec{small, big} {
+		if _, err := h.mgr.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.waitFor("both ended", func() bool {
+		return len(h.matching(program.KindExited, "small:0")) == 1 && len(h.matching(program.KindExited, "big:0")) == 1
+	})
+	if got := data[program.Exited](h.matching(program.KindExited, "small:0")[0]).MaxRSSBytes; got >= 128<<20 {
+		t.Errorf("sleep's max_rss_bytes = %d: the daemon's peak, not the run's", got)
+	}
+	if got := data[program.Exited](h.matching(program.KindExited, "big:0")[0]).MaxRSSBytes; got < 400<<20 {
+		t.Errorf("a run that touched 400 MB reports max_rss_bytes = %d", got)
+	}
+	runtime.KeepAlive(ballast)
+}

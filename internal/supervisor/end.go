@@ -30,7 +30,7 @@ func (in *Instance) finish(st reaper.Status) {
 	in.stopHealth()
 	in.retireNotify()
 	in.forgetTree(st.PID)
-	ex := program.Exit{PID: st.PID, MaxRSS: st.MaxRSS, StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
+	ex := program.Exit{PID: st.PID, MaxRSS: in.runPeak(st.MaxRSS), StartedAt: r.started, EndedAt: time.Now(), OOMKilled: in.oomKilled()}
 	if st.Adopted {
 		ex.Unknown = true
 	} else if st.Wait.Signaled() {

@@ -197,6 +197,7 @@ func (in *Instance) startHealth(now time.Time) {
 		in.armCheck(now)
 	}
 	if in.cur != nil {
+		in.mem.peak.Store(0) // a run shorter than a sample must not report the last one's peak
 		in.mem.pid.Store(int64(in.cur.pid))
 	}
 	if s.Probe != nil {
