@@ -160,7 +160,8 @@ func Start(stdin io.WriteCloser, stdout io.ReadCloser, opts Options) *Conn {
 // read runs the line reader until the agent's stdout ends.
 func (c *Conn) read(t *ids) {
 	err := pump(c.stdout, c.pipeW, t, wireHooks{
-		raw: c.opts.Hooks.Raw,
+		raw:    c.opts.Hooks.Raw,
+		update: c.sessionUpdate,
 		notACP: func(line []byte) {
 			c.errs.Add(1)
 			if c.opts.Hooks.NotACP != nil {
