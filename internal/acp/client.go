@@ -66,7 +66,7 @@ func (client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitReques
 
 // textState is where the transcript is: whether its last byte ended a
 // line, so a tool line never starts in the middle of message text. Guarded
-// by mu: the SDK's notification goroutine, the prompt worker and the
+// by mu: the line reader (session/update), the prompt worker and the
 // permission handlers all write.
 type textState struct {
 	mu        sync.Mutex
