@@ -116,6 +116,8 @@ func FuzzACPReader(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1001,"result":{}}` + "\nnot json\n" + `{"jsonrpc":"2.0","method":"m"}`))
 	f.Add([]byte("\r\n\n{\"jsonrpc\":\"2.0\",\"id\":1e3,\"result\":1}\n"))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":{"a":1},"error":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a\u00e9\"\n"}}}}` + "\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","content":[]}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, bad, stray, ups, err := runUpdates(data, 256)
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, ErrTooLarge) {
