@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,7 +66,7 @@ func (client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitReques
 
 // textState is where the transcript is: whether its last byte ended a
 // line, so a tool line never starts in the middle of message text. Guarded
-// by mu: the SDK's notification goroutine, the prompt worker and the
+// by mu: the line reader (session/update), the prompt worker and the
 // permission handlers all write.
 type textState struct {
 	mu        sync.Mutex
@@ -95,28 +96,69 @@ func (c *Conn) transcribe(s string, line bool) {
 // note is a line of tend's own in the transcript.
 func (c *Conn) note(s string) { c.transcribe(s+"\n", true) }
 
-// update is one session/update: the transcript, and the answer of the
-// turn under way. During session/load the agent replays the conversation,
-// which the log holds already: it is not written again.
-func (c *Conn) update(u sdk.SessionUpdate) {
-	c.mu.Lock()
-	loading := c.loading
-	c.mu.Unlock()
-	if loading {
+// shownKinds are the kinds of session/update that update shows; the line
+// reader decodes no other (sessionUpdate).
+var shownKinds = map[string]bool{"agent_message_chunk": true, "tool_call": true, "tool_call_update": true, "plan": true}
+
+// sessionUpdate is a session/update notification, from the line reader
+// (wire.go), which read nothing since: a chunk of message text as the
+// reader found it, every other kind decoded with the SDK's types.
+func (c *Conn) sessionUpdate(line []byte, m *message) {
+	if !shownKinds[m.Kind] {
+		return // thoughts, commands, modes, usage: not in the transcript
+	}
+	if m.Kind == "agent_message_chunk" && m.Text != nil {
+		c.messageText(*m.Text)
 		return
 	}
-	t := c.current()
+	var n struct {
+		Params sdk.SessionNotification `json:"params"`
+	}
+	if json.Unmarshal(line, &n) != nil {
+		return // as the SDK does a notification it cannot decode: dropped (its raw record stays)
+	}
+	c.update(n.Params.Update)
+}
+
+// live is the turn under way, if any, and whether what the agent sends is
+// live: during session/load the agent replays the conversation, which the
+// log holds already, and it is not written again.
+func (c *Conn) live() (*Turn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur, !c.loading
+}
+
+// messageText is a chunk of the agent's message: the transcript, and the
+// answer of the turn under way.
+func (c *Conn) messageText(s string) {
+	t, live := c.live()
+	if !live || s == "" {
+		return
+	}
+	c.transcribe(s, false)
+	if t != nil {
+		t.add(program.TurnUpdate{Type: program.UpdateText, Text: s})
+	}
+}
+
+// update is one session/update: the transcript, and the answer of the
+// turn under way (the kinds in shownKinds).
+func (c *Conn) update(u sdk.SessionUpdate) {
+	if u.AgentMessageChunk != nil {
+		c.messageText(blockText(u.AgentMessageChunk.Content))
+		return
+	}
+	t, live := c.live()
+	if !live {
+		return
+	}
 	add := func(u program.TurnUpdate) {
 		if t != nil {
 			t.add(u)
 		}
 	}
 	switch {
-	case u.AgentMessageChunk != nil:
-		if s := blockText(u.AgentMessageChunk.Content); s != "" {
-			c.transcribe(s, false)
-			add(program.TurnUpdate{Type: program.UpdateText, Text: s})
-		}
 	case u.ToolCall != nil:
 		tc := u.ToolCall
 		c.text.mu.Lock()

@@ -7,8 +7,10 @@
 // streamed answer of each prompt.
 //
 // A line reader (wire.go) sits in front of the SDK's connection: it bounds
-// a message to 8 MiB, counts and logs the lines that are not JSON-RPC, and
-// keeps this connection's request ids apart from an earlier daemon's.
+// a message to 8 MiB, counts and logs the lines that are not JSON-RPC,
+// keeps this connection's request ids apart from an earlier daemon's, and
+// hands session/update notifications (a streamed answer) to the Conn
+// itself, decoded once.
 //
 // Who owns what: a Conn's mutable state is guarded by its mu; its
 // goroutines (the line reader, the handshake and prompt worker, the SDK's
@@ -160,7 +162,8 @@ func Start(stdin io.WriteCloser, stdout io.ReadCloser, opts Options) *Conn {
 // read runs the line reader until the agent's stdout ends.
 func (c *Conn) read(t *ids) {
 	err := pump(c.stdout, c.pipeW, t, wireHooks{
-		raw: c.opts.Hooks.Raw,
+		raw:    c.opts.Hooks.Raw,
+		update: c.sessionUpdate,
 		notACP: func(line []byte) {
 			c.errs.Add(1)
 			if c.opts.Hooks.NotACP != nil {

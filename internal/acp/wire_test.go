@@ -7,13 +7,28 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	sdk "github.com/coder/acp-go-sdk"
 )
+
+// update is a session/update the line reader handed to its hook.
+type update struct {
+	line string
+	m    message
+}
 
 // run feeds input through the line reader and dispatcher, as pump does,
 // with requests 1 and 2 of this connection's on the wire; it returns what
 // reached the SDK, the lines that were not JSON-RPC, the stray ids, and
 // why it stopped.
 func run(input []byte, max int) (sdkGot []string, notACP []string, stray []string, err error) {
+	sdkGot, notACP, stray, _, err = runUpdates(input, max)
+	return sdkGot, notACP, stray, err
+}
+
+// runUpdates is run with the update hook set, as a Conn sets it: the
+// session/update notifications it was handed come back too.
+func runUpdates(input []byte, max int) (sdkGot []string, notACP []string, stray []string, updates []update, err error) {
 	t := newIDs(1000)
 	t.out([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	t.out([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`))
@@ -22,6 +37,7 @@ func run(input []byte, max int) (sdkGot []string, notACP []string, stray []strin
 	h := wireHooks{
 		notACP: func(l []byte) { notACP = append(notACP, string(l)) },
 		stray:  func(id string) { stray = append(stray, id) },
+		update: func(l []byte, m *message) { updates = append(updates, update{string(l), *m}) },
 	}
 	for {
 		line, e := lr.next()
@@ -39,7 +55,7 @@ func run(input []byte, max int) (sdkGot []string, notACP []string, stray []strin
 			sdkGot = append(sdkGot, l)
 		}
 	}
-	return sdkGot, notACP, stray, err
+	return sdkGot, notACP, stray, updates, err
 }
 
 func TestLineReader(t *testing.T) {
@@ -53,11 +69,14 @@ func TestLineReader(t *testing.T) {
 		`[1,2]` + "\n" +
 		`{"jsonrpc":"2.0","id":1001,"result":{}}` + "\n" + // answered already
 		`{"jsonrpc":"2.0","id":1002,"error":{"code":-32000,"message":"Authentication required"}}`
-	got, bad, stray, err := run([]byte(in), MaxMessage)
+	got, bad, stray, ups, err := runUpdates([]byte(in), MaxMessage)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("stopped with %v", err)
 	}
-	if len(got) != 4 {
+	if len(ups) != 1 || ups[0].m.Kind != "" {
+		t.Errorf("updates: %+v", ups)
+	}
+	if len(got) != 3 {
 		t.Fatalf("the SDK got %d lines: %q", len(got), got)
 	}
 	var first struct {
@@ -66,8 +85,8 @@ func TestLineReader(t *testing.T) {
 	if json.Unmarshal([]byte(got[0]), &first); first.ID != 1 {
 		t.Errorf("the response's id reached the SDK as %d, not its own 1: %s", first.ID, got[0])
 	}
-	if !strings.Contains(got[3], `"id":2`) || !strings.Contains(got[3], "Authentication required") {
-		t.Errorf("last: %s", got[3])
+	if !strings.Contains(got[2], `"id":2`) || !strings.Contains(got[2], "Authentication required") {
+		t.Errorf("last: %s", got[2])
 	}
 	if len(bad) != 3 || bad[0] != "banner: starting up" {
 		t.Errorf("not acp: %q", bad)
@@ -97,8 +116,10 @@ func FuzzACPReader(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1001,"result":{}}` + "\nnot json\n" + `{"jsonrpc":"2.0","method":"m"}`))
 	f.Add([]byte("\r\n\n{\"jsonrpc\":\"2.0\",\"id\":1e3,\"result\":1}\n"))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":{"a":1},"error":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a\u00e9\"\n"}}}}` + "\n"))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","content":[]}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, bad, stray, err := run(data, 256)
+		got, bad, stray, ups, err := runUpdates(data, 256)
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("stopped with %v", err)
 		}
@@ -114,7 +135,64 @@ func FuzzACPReader(f *testing.F) {
 				t.Fatalf("a response to no request of ours reached the SDK: %q", l)
 			}
 		}
+		for _, u := range ups {
+			if u.m.Method != "session/update" || !u.m.notification() {
+				t.Fatalf("the update hook got %+v", u)
+			}
+			// Where the SDK's own types read the line as a chunk of
+			// message text, the one decode of the line reader reads the
+			// same text.
+			var n struct {
+				Params sdk.SessionNotification `json:"params"`
+			}
+			if json.Unmarshal([]byte(u.line), &n) != nil || n.Params.Update.AgentMessageChunk == nil || n.Params.Update.AgentMessageChunk.Content.Text == nil {
+				continue
+			}
+			if u.m.Kind == "agent_message_chunk" && u.m.Text != nil && *u.m.Text != n.Params.Update.AgentMessageChunk.Content.Text.Text {
+				t.Fatalf("text %q, the SDK's %q: %s", *u.m.Text, n.Params.Update.AgentMessageChunk.Content.Text.Text, u.line)
+			}
+		}
 		_ = bad
 		_ = stray
 	})
+}
+
+// A session/update notification goes to the update hook, decoded once:
+// its kind, and a text block's text; every other message to the SDK.
+func TestSessionUpdates(t *testing.T) {
+	in := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a\"b\u00e9\n"}}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session\/update","params":{"update":{"content":{"text":"x","type":"image","data":"","mimeType":"image/png"},"sessionUpdate":"agent_message_chunk"},"sessionId":"s"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session/update","params":[1,2]}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":"nope"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":5,"method":"session/update","params":{}}` + "\n" + // a request: the SDK's to answer
+		`{"jsonrpc":"2.0","method":5}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session/update"` + "\n"
+	got, bad, _, ups, err := runUpdates([]byte(in), MaxMessage)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("stopped with %v", err)
+	}
+	if len(ups) != 5 {
+		t.Fatalf("%d updates: %+v", len(ups), ups)
+	}
+	if m := ups[0].m; m.Kind != "agent_message_chunk" || m.Text == nil || *m.Text != "a\"b\u00e9\n" {
+		t.Errorf("text chunk: %+v", m)
+	}
+	if m := ups[1].m; m.Kind != "agent_message_chunk" || m.Text != nil {
+		t.Errorf("image chunk: %+v", m)
+	}
+	if m := ups[2].m; m.Kind != "tool_call" || m.Text != nil {
+		t.Errorf("tool call: %+v", m)
+	}
+	for _, u := range ups[3:] {
+		if u.m.Kind != "" || u.m.Text != nil {
+			t.Errorf("params of another shape: %+v", u.m)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"id":5`) {
+		t.Errorf("the SDK got %q", got)
+	}
+	if len(bad) != 2 {
+		t.Errorf("not acp: %q", bad)
+	}
 }

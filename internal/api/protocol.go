@@ -8,7 +8,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -90,12 +89,26 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	write := func(event string, v any) error {
+	// What came since the last look goes as one write and one flush, runs
+	// of text as one update: a streamed answer comes in many small
+	// chunks, and a write (a chunk of the response, a syscall) and a
+	// flush each would cost more than the chunk.
+	var buf []byte
+	add := func(event string, v any) {
 		b, _ := json.Marshal(v)
-		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
-		return err
+		buf = append(append(append(append(buf, "event: "...), event...), "\ndata: "...), b...)
+		buf = append(buf, "\n\n"...)
 	}
-	if write("prompt", program.PromptAnswer{ID: id, PromptID: t.PromptID()}) != nil || rc.Flush() != nil {
+	send := func() error {
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		if err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	add("prompt", program.PromptAnswer{ID: id, PromptID: t.PromptID()})
+	if send() != nil {
 		return nil
 	}
 	for {
@@ -103,21 +116,15 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 		if err != nil {
 			return nil // the client left
 		}
-		// What came since the last look goes as one write and one flush,
-		// runs of text as one update: a streamed answer comes in many
-		// small chunks, and a flush (a write to the socket) each would
-		// cost more than the chunk.
 		for _, u := range coalesce(ups) {
-			if write("update", u) != nil {
-				return nil
-			}
+			add("update", u)
 		}
 		if stop != "" {
-			_ = write("end", program.TurnUpdate{Type: program.UpdateEnd, PromptID: t.PromptID(), StopReason: stop})
-			_ = rc.Flush()
+			add("end", program.TurnUpdate{Type: program.UpdateEnd, PromptID: t.PromptID(), StopReason: stop})
+			_ = send()
 			return nil
 		}
-		if rc.Flush() != nil {
+		if send() != nil {
 			return nil
 		}
 	}
@@ -139,6 +146,11 @@ func coalesce(ups []program.TurnUpdate) []program.TurnUpdate {
 			continue
 		}
 		var b strings.Builder
+		n := 0
+		for _, u := range ups[i:j] {
+			n += len(u.Text)
+		}
+		b.Grow(n)
 		for _, u := range ups[i:j] {
 			b.WriteString(u.Text)
 		}

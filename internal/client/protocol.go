@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,12 +36,12 @@ func (c *Client) PromptWait(ctx context.Context, id, text string, started func(p
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	event := ""
 	for sc.Scan() {
-		line := sc.Text()
+		line := sc.Bytes() // read in place: an update's data may be megabytes of text
 		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data := []byte(strings.TrimPrefix(line, "data: "))
+		case bytes.HasPrefix(line, []byte("event: ")):
+			event = string(line[len("event: "):])
+		case bytes.HasPrefix(line, []byte("data: ")):
+			data := line[len("data: "):]
 			switch event {
 			case "prompt":
 				var a program.PromptAnswer
