@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -99,10 +98,11 @@ func startChild(t *testing.T, mode string, opts Options) (*Terminal, *exec.Cmd) 
 	return term, cmd
 }
 
-// waitFor polls until cond holds.
+// waitFor polls until cond holds. The deadline is generous: a flood under
+// -race on a loaded machine takes its time.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -167,16 +167,25 @@ func TestTerminalEnds(t *testing.T) {
 // drain reads a client into s until it shows want, and returns s.
 func drain(t *testing.T, c *Client, s *vt.Screen, want string) *vt.Screen {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if err := drainErr(c, s, want); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// drainErr is drain for a goroutine other than the test's, which must not
+// call t.Fatal.
+func drainErr(c *Client, s *vt.Screen, want string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for !strings.Contains(s.Text(), want) {
 		b, err := c.Next(ctx)
 		if err != nil {
-			t.Fatalf("waiting for %q from the client: %v; it shows\n%s", want, err, s.Text())
+			return fmt.Errorf("waiting for %q from the client: %v; it shows\n%s", want, err, s.Text())
 		}
 		s.Feed(b)
 	}
-	return s
+	return nil
 }
 
 func TestClientsSeeTheScreenAndFollow(t *testing.T) {
@@ -242,14 +251,12 @@ func TestSlowClientGetsARedraw(t *testing.T) {
 	term.Attach(slow)
 	fast := NewClient(0)
 	term.Attach(fast)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a client that keeps up sees every byte
-		defer wg.Done()
-		drain(t, fast, vt.NewScreen(size), "END OF FLOOD")
-	}()
+	drained := make(chan error, 1)
+	go func() { drained <- drainErr(fast, vt.NewScreen(size), "END OF FLOOD") }() // a client that keeps up sees every byte
 	screenHas(t, term, "END OF FLOOD")
-	wg.Wait()
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
 	if out.Load() < 8<<20 {
 		t.Fatalf("Output got %d bytes, the child wrote over 8 MiB", out.Load())
 	}
