@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-sh/tend/bench/internal/measure"
 	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Fleet is one daemon's figures with N runs.
@@ -123,9 +124,9 @@ func inProcess(n int) (InProc, error) {
 		return int64(m.HeapAlloc)
 	}
 	h0 := heap()
-	screens := make([]*terminal.Screen, n)
+	screens := make([]*vt.Screen, n)
 	for i := range screens {
-		screens[i] = terminal.NewScreen(terminal.DefaultSize)
+		screens[i] = vt.NewScreen(vt.DefaultSize)
 		screens[i].Feed([]byte("> "))
 	}
 	r.ScreenHeap = (heap() - h0) / int64(n)
@@ -134,15 +135,15 @@ func inProcess(n int) (InProc, error) {
 
 	// The history: 2,000 lines of a coloured build log, up to 120 columns.
 	var log strings.Builder
-	for i := range 2000 + terminal.DefaultSize.Rows {
+	for i := range 2000 + vt.DefaultSize.Rows {
 		fmt.Fprintf(&log, "\x1b[32m[%05d]\x1b[0m compiling internal/package%d/file_%d.go \x1b[1;33mwarning\x1b[0m: unused variable x%d in %s\r\n",
 			i, i%97, i, i*7, strings.Repeat("the quick brown fox ", i%4))
 	}
 	withHistory := func(lines int) int64 {
 		h0 := heap()
-		keep := make([]*terminal.Screen, min(n, 200))
+		keep := make([]*vt.Screen, min(n, 200))
 		for i := range keep {
-			keep[i] = terminal.NewScreen(terminal.DefaultSize)
+			keep[i] = vt.NewScreen(vt.DefaultSize)
 			keep[i].SetHistory(lines)
 			keep[i].Feed([]byte(log.String()))
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/tend-sh/tend/internal/client"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -129,7 +129,7 @@ func TestAttachDetachUndoesModes(t *testing.T) {
 	}
 
 	// The caller's screen, as it was before the attach, is what shows.
-	scr := terminal.NewScreen(terminal.Size{Cols: 80, Rows: 24})
+	scr := vt.NewScreen(vt.Size{Cols: 80, Rows: 24})
 	scr.Feed([]byte("the caller's own screen\r\n$ tend attach shell:0\r\n"))
 	scr.Feed([]byte(raw))
 	if scr.AltScreen() || !strings.Contains(scr.Text(), "the caller's own screen") || strings.Contains(scr.Text(), "modes-42") {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -197,7 +197,7 @@ type ptyAttach struct {
 	done   chan struct{}
 
 	mu  sync.Mutex // guards scr and raw
-	scr *terminal.Screen
+	scr *vt.Screen
 	raw bytes.Buffer
 }
 
@@ -215,7 +215,7 @@ func startPTY(t *testing.T, tend, conf string, cols, rows int, args ...string) *
 	}
 	defer slave.Close()
 	pty.Setsize(master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
-	a := &ptyAttach{t: t, master: master, done: make(chan struct{}), scr: terminal.NewScreen(terminal.Size{Cols: cols, Rows: rows})}
+	a := &ptyAttach{t: t, master: master, done: make(chan struct{}), scr: vt.NewScreen(vt.Size{Cols: cols, Rows: rows})}
 	a.cmd = exec.Command(tend, append([]string{"-c", conf}, args...)...)
 	a.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=10")
 	a.cmd.Stdin, a.cmd.Stdout, a.cmd.Stderr = slave, slave, slave

@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -23,7 +23,7 @@ type wsClient struct {
 	t    *testing.T
 	c    *websocket.Conn
 	mu   sync.Mutex // guards scr, raw and text
-	scr  *terminal.Screen
+	scr  *vt.Screen
 	raw  strings.Builder // every byte read
 	text []string        // text messages read
 	err  error           // what ended the reading
@@ -45,7 +45,7 @@ func (f *termFixture) dial(t *testing.T, path string, hdr ...string) (*wsClient,
 	if err != nil {
 		return nil, resp, err
 	}
-	w := &wsClient{t: t, c: c, scr: terminal.NewScreen(terminal.Size{Cols: 80, Rows: 24}), done: make(chan struct{})}
+	w := &wsClient{t: t, c: c, scr: vt.NewScreen(vt.Size{Cols: 80, Rows: 24}), done: make(chan struct{})}
 	t.Cleanup(func() { c.CloseNow(); <-w.done })
 	go w.read()
 	return w, resp, nil

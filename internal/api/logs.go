@@ -13,7 +13,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Log tail limits.
@@ -263,7 +263,7 @@ func (lw *lineWriter) line(e *logfile.Entry) error {
 		if lw.text == nil {
 			lw.text = map[string]*ttyText{}
 		}
-		tt = &ttyText{l: terminal.NewTextLines(logfile.DefaultLineMax)}
+		tt = &ttyText{l: vt.NewTextLines(logfile.DefaultLineMax)}
 		lw.text[e.ID] = tt
 	}
 	tt.last = e.TS
@@ -284,7 +284,7 @@ func (lw *lineWriter) line(e *logfile.Entry) error {
 
 // ttyText is one instance's terminal records turned into text lines.
 type ttyText struct {
-	l    *terminal.TextLines
+	l    *vt.TextLines
 	last time.Time // of the last record
 }
 

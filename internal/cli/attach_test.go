@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -29,7 +29,7 @@ type attachRun struct {
 	before *unix.Termios // the slave's modes before attach
 
 	mu  sync.Mutex // guards scr and raw
-	scr *terminal.Screen
+	scr *vt.Screen
 	raw bytes.Buffer
 
 	code   chan int
@@ -57,9 +57,9 @@ func (d *fakeDaemon) ptyTend(t *testing.T, cols, rows int, args ...string) *atta
 		t.Fatal(err)
 	}
 	a := &attachRun{t: t, master: master, slave: slave, before: before, code: make(chan int, 1),
-		scr: terminal.NewScreen(terminal.Size{Cols: 80, Rows: 24})}
+		scr: vt.NewScreen(vt.Size{Cols: 80, Rows: 24})}
 	if cols > 0 {
-		a.scr = terminal.NewScreen(terminal.Size{Cols: cols, Rows: rows})
+		a.scr = vt.NewScreen(vt.Size{Cols: cols, Rows: rows})
 	}
 	readDone := make(chan struct{})
 	go func() {

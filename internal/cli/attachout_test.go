@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // redrawOf is the daemon's redraw of a screen fed p.
 func redrawOf(p string) []byte {
-	s := terminal.NewScreen(terminal.Size{Cols: 40, Rows: 10})
+	s := vt.NewScreen(vt.Size{Cols: 40, Rows: 10})
 	s.Feed([]byte(p))
 	return s.Redraw(nil)
 }
@@ -34,7 +34,7 @@ func TestScreenOutAlternate(t *testing.T) {
 	}
 	// What the caller sees, on the screen it was given: the main screen
 	// again, as the run left it.
-	caller := terminal.NewScreen(terminal.Size{Cols: 40, Rows: 10})
+	caller := vt.NewScreen(vt.Size{Cols: 40, Rows: 10})
 	caller.Feed(w.Bytes())
 	if text := caller.Text(); !strings.Contains(text, "shell$ vim") || strings.Contains(text, "in vim") || caller.AltScreen() {
 		t.Errorf("the caller's screen shows:\n%s", text)
@@ -61,7 +61,7 @@ func TestScreenOutInline(t *testing.T) {
 	if strings.Contains(got, "\x1b[2J") || strings.Contains(got, "\x1b[?1049") || strings.Contains(got, "other") {
 		t.Errorf("inline output cleared or redrew: %q", got)
 	}
-	caller := terminal.NewScreen(terminal.Size{Cols: 40, Rows: 10})
+	caller := vt.NewScreen(vt.Size{Cols: 40, Rows: 10})
 	caller.Feed([]byte("$ tend run -a --tty\r\n"))
 	caller.Feed(w.Bytes())
 	if want := "$ tend run -a --tty\nhello\nworld\n\n$ typedmore\nafter"; !strings.HasPrefix(caller.Text(), want) {

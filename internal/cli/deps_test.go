@@ -16,11 +16,12 @@ const module = "github.com/tend-sh/tend/"
 // tailscale's TestDeps does): the cli package imports from tend only the
 // client, the vocabulary, human (the text forms the daemon's table shares),
 // config (to find the socket), daemon (for up), initproc (for init,
-// which is PID 1 itself) and terminal (the screen an attach keeps of the
-// run's, to draw it on the caller's alternate screen: attachout.go);
-// the client imports only the vocabulary, all the way down.
+// which is PID 1 itself) and the emulator, terminal/vt (the screen an
+// attach keeps of the run's, to draw it on the caller's alternate screen:
+// attachout.go), never the terminal package itself, which owns ptys; the
+// client imports only the vocabulary, all the way down.
 func TestDeps(t *testing.T) {
-	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/locate", "internal/daemon", "internal/initproc", "internal/terminal"}
+	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/locate", "internal/daemon", "internal/initproc", "internal/terminal/vt"}
 	for _, imp := range moduleImports(t, ".") {
 		if !slices.Contains(allowed, imp) {
 			t.Errorf("internal/cli imports %s; it may import only %v", imp, allowed)
@@ -34,7 +35,7 @@ func TestDeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for imp, only := range map[string]string{"internal/locate": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go", "internal/terminal": "attachout.go"} {
+	for imp, only := range map[string]string{"internal/locate": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go", "internal/terminal/vt": "attachout.go"} {
 		for _, f := range pkg.GoFiles {
 			if f != only && fileImports(t, f, module+imp) {
 				t.Errorf("%s imports %s; only %s should", f, imp, only)
@@ -102,9 +103,9 @@ func fileImports(t *testing.T, file, path string) bool {
 // imports from this package, past daemon and initproc, reaches only the
 // client, the vocabulary, human and config of tend, and of other modules
 // only cobra, pflag, go-toml, x/sys, x/term (attach's raw mode) and
-// coder/websocket (attach's connection), and terminal (the screen attach
-// keeps of the run's, attachout.go) with what it links: epoll, the ansi
-// parser, runewidth and pty, all linked for the daemon already. (The binary
+// coder/websocket (attach's connection), and the emulator terminal/vt (the
+// screen attach keeps of the run's, attachout.go) with what it links: the
+// ansi parser and runewidth, no pty and no epoll. (The binary
 // still links the daemon for up; this keeps the rest from growing into it,
 // since every linked package's init runs on each exec.)
 func TestCLIPathDeps(t *testing.T) {
@@ -134,13 +135,13 @@ func TestCLIPathDeps(t *testing.T) {
 		got = append(got, p)
 	}
 	slices.Sort(got)
-	if want := []string{"internal/client", "internal/epoll", "internal/human", "internal/locate", "internal/program", "internal/terminal"}; !slices.Equal(got, want) {
+	if want := []string{"internal/client", "internal/human", "internal/locate", "internal/program", "internal/terminal/vt"}; !slices.Equal(got, want) {
 		t.Errorf("the CLI's verbs reach %v of tend; want only %v", got, want)
 	}
 	for imp := range others {
 		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/",
 			"golang.org/x/term", "github.com/coder/websocket",
-			"github.com/charmbracelet/x/ansi", "github.com/mattn/go-runewidth", "github.com/creack/pty"},
+			"github.com/charmbracelet/x/ansi", "github.com/mattn/go-runewidth"},
 			func(p string) bool { return strings.HasPrefix(imp, p) }) {
 			t.Errorf("the CLI's verbs import %s", imp)
 		}

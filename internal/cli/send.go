@@ -42,9 +42,6 @@ func (e *env) sendCmd() *cobra.Command {
 			if in.Text == "" && len(in.Keys) == 0 && !in.Enter {
 				return usageError{errors.New("send: nothing to type: give TEXT, --keys or --enter")}
 			}
-			if n := in.Size(); n > program.MaxInput {
-				return usageError{fmt.Errorf("send: the text and keys are %d bytes; at most 64 KiB (%d bytes) per send", n, program.MaxInput)}
-			}
 			c, err := e.client()
 			if err != nil {
 				return err

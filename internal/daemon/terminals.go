@@ -42,11 +42,9 @@ func (t *terminals) Attach(id string, readOnly bool) (program.Attach, error) {
 
 // Input implements api.Terminals: the text and keys go to every running
 // tty instance sel names. An instance named by its id must be one; a bare
-// name or all must name at least one.
+// name or all must name at least one. The API has checked the size (413);
+// each instance's TTY.Send checks it for callers that come another way.
 func (t *terminals) Input(sel string, in program.Input) ([]string, error) {
-	if len(in.Text) > program.MaxInput {
-		return nil, fmt.Errorf("%w: %d bytes of text, at most %d per request", program.ErrTooLarge, len(in.Text), program.MaxInput)
-	}
 	s, err := program.ParseSelector(sel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", program.ErrNotFound, err)

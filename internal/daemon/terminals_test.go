@@ -19,7 +19,7 @@ import (
 	"github.com/tend-sh/tend/internal/keeper"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/roles"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -283,7 +283,7 @@ tty_size = "60x10"
 	}, testutil.Explain(func() string {
 		return fmt.Sprintf("the log has %d bytes, want %d; it ends %q", len(raw), len(want), raw[max(0, len(raw)-200):])
 	}))
-	s := terminal.NewScreen(terminal.Size{Cols: 60, Rows: 10})
+	s := vt.NewScreen(vt.Size{Cols: 60, Rows: 10})
 	s.Feed([]byte(want))
 	if got := screenText(t, d, "agent:0"); got != strings.TrimRight(s.Text(), "\n") {
 		t.Errorf("the adopted screen\n%s\nwant\n%s", got, s.Text())

@@ -14,7 +14,7 @@ import (
 	"github.com/tend-sh/tend/internal/epoll"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Output is one instance's captured stdout and stderr: the pipes its runs
@@ -46,9 +46,9 @@ type Output struct {
 	errTail []byte        // a protocol run's newest stderr bytes (protocol.go's StderrTail)
 
 	// The writer's: touched only by the goroutine holding its run lock.
-	lines   [2]logfile.Lines    // stdout's and stderr's unfinished lines
-	ttyText *terminal.TextLines // forwarded text of the terminal's bytes; made when first needed
-	failing bool                // a write failed and OnError was told
+	lines   [2]logfile.Lines // stdout's and stderr's unfinished lines
+	ttyText *vt.TextLines    // forwarded text of the terminal's bytes; made when first needed
+	failing bool             // a write failed and OnError was told
 }
 
 // stream is one watched read end. The descriptor lives in the epoll

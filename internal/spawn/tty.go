@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Output of a run with a terminal. The run writes into its terminal, not
@@ -20,7 +20,7 @@ import (
 // bytes cut at its newlines, the rest a partial record, so the log holds
 // all of it at once (a prompt without a newline included; a later daemon
 // replays it into the screen) and the records give the stream back byte
-// for byte. Forwarded lines are text (terminal.TextLines).
+// for byte. Forwarded lines are text (vt.TextLines).
 
 // TTYControl is what the capture does with a run's terminal: stop reading
 // it (Freeze, for an upgrade) and read on (after backpressure, or Thaw).
@@ -136,7 +136,7 @@ func (o *Output) writeTTY(log *logfile.Log, ts time.Time, data []byte, fwd *[]by
 // forwardTTY turns a tty record into forwarded text lines.
 func (o *Output) forwardTTY(r logfile.Record, fwd *[]byte) {
 	if o.ttyText == nil {
-		o.ttyText = terminal.NewTextLines(logfile.DefaultLineMax)
+		o.ttyText = vt.NewTextLines(logfile.DefaultLineMax)
 	}
 	emit := func(line []byte) {
 		*fwd = append(append(append(*fwd, o.id...), " | "...), line...)

@@ -13,6 +13,7 @@ import (
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -21,7 +22,7 @@ import (
 func startTTYChild(t *testing.T, o *Output, script string) (*terminal.Terminal, *child) {
 	t.Helper()
 	ctl := &testCtl{} // as the supervisor does: the terminal reads from its start
-	term, slave, err := terminal.Open(terminal.Options{Size: terminal.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(ctl)})
+	term, slave, err := terminal.Open(terminal.Options{Size: vt.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(ctl)})
 	if err != nil {
 		t.Fatal(err)
 	}

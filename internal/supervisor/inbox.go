@@ -67,8 +67,8 @@ const (
 // termEvents is the place for a run's terminal (a tty program) to reach the
 // instance: the terminal calls putTerm, which ORs what happened and keeps
 // the latest client count, so a busy screen costs the loop one look, not
-// one per change. The loop's handling (onTerm) is where the terminal work
-// gives each kind its meaning.
+// one per change. The news is only a wake-up: what the loop does with it
+// is the report that follows every delivery (deliver).
 type termEvents struct {
 	what    termEvent
 	clients int // attached clients, as of the last termClients
@@ -287,9 +287,9 @@ func (in *Instance) deliver() {
 		}
 		in.onACP(n)
 	case m.term.what != 0:
-		t := m.term
+		// Nothing to do but take it: the report after every delivery
+		// publishes the status, which reads the clients from the TTY.
 		m.term = termEvents{}
-		in.onTerm(t)
 	case m.freeze != nil: // last: what came before it is handled first
 		r := m.freeze
 		m.freeze = nil
@@ -310,9 +310,3 @@ func (in *Instance) nextCmd() (command, bool) {
 	}
 	return c, true
 }
-
-// onTerm takes a terminal's news. Runs have no terminal yet: the report
-// that follows every delivery is all the news brings until the terminal
-// work gives each kind its meaning (the screen's changed_at, input as
-// activity, the attached count in the status).
-func (in *Instance) onTerm(termEvents) {}

@@ -12,6 +12,7 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/restart"
 	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Terminals of tty instances (docs/terminal.md). Each run of a program with
@@ -51,8 +52,8 @@ type TTY struct {
 	cur      *terminal.Terminal // the current run's terminal; nil when no run has one
 	pid      int                // the current run's leader, while cur is set
 	last     *terminal.Terminal // cur, or the terminal of the run that ended last (closed, its screen kept); nil before any
-	base     terminal.Size      // tty_size: the size while no client sizes the terminal
-	size     terminal.Size      // the terminal's size, and the next run's: sizeLocked's choice
+	base     vt.Size            // tty_size: the size while no client sizes the terminal
+	size     vt.Size            // the terminal's size, and the next run's: sizeLocked's choice
 	sized    uint64             // counts the clients' sizings: the latest has the highest
 	lost     string             // why the current (adopted) run has no terminal; "" when it has one
 	atRest   bool               // no run and none due: attach is refused
@@ -69,9 +70,9 @@ func newTTY(in *Instance) *TTY {
 	if !in.spec.Tty {
 		return nil
 	}
-	size := terminal.Size{Cols: in.spec.TtyCols, Rows: in.spec.TtyRows}
+	size := vt.Size{Cols: in.spec.TtyCols, Rows: in.spec.TtyRows}
 	if size.Valid() != nil {
-		size = terminal.DefaultSize
+		size = vt.DefaultSize
 	}
 	return &TTY{in: in, base: size, size: size, atRest: true, attaches: map[*attach]struct{}{}}
 }
@@ -223,7 +224,7 @@ func (in *Instance) adoptTTY(a Adoption) {
 	size := h.size
 	h.mu.Unlock()
 	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
-		if s := (terminal.Size{Cols: int(ws.Col), Rows: int(ws.Row)}); s.Valid() == nil {
+		if s := (vt.Size{Cols: int(ws.Col), Rows: int(ws.Row)}); s.Valid() == nil {
 			// As a client of the earlier daemon left it: the log's bytes
 			// were drawn at that size. begin then gives the terminal the
 			// size of the clients attached now, tty_size with none (the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // ttySpec is a tty program of size 60x8 running shell under sh.
@@ -59,6 +59,11 @@ func TestTTYRunScreenInputLog(t *testing.T) {
 	h.waitFor("the answer", func() bool { return strings.Contains(h.screenOf("t:0"), "got hello") })
 	if err := tty.Send(program.Input{Text: strings.Repeat("x", program.MaxInput+1)}); !errors.Is(err, program.ErrTooLarge) {
 		t.Errorf("too much text: %v", err)
+	}
+	// The cap is on text and keys together, checked here alone: the
+	// terminal below does not check it again.
+	if err := tty.Send(program.Input{Text: "x", Keys: []string{strings.Repeat("k", program.MaxInput)}}); !errors.Is(err, program.ErrTooLarge) {
+		t.Errorf("too much text and keys: %v", err)
 	}
 	h.waitFor("the log", func() bool { return strings.Contains(h.output("t:0"), "got hello\r") })
 	snap := h.snapshot("t:0")
@@ -253,7 +258,7 @@ func newCollector(a program.Attach) *collector {
 func (c *collector) text() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := terminal.NewScreen(terminal.Size{Cols: 200, Rows: 100})
+	s := vt.NewScreen(vt.Size{Cols: 200, Rows: 100})
 	s.Feed(c.buf)
 	return s.Text() + string(c.buf)
 }

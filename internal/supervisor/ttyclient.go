@@ -9,12 +9,13 @@ import (
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // What the daemon's api.Terminals asks of a tty instance: its screen,
 // input, and attached clients. Errors wrap program's: ErrNotRunning (bare:
 // the caller says why from the status) when no run has the terminal,
-// ErrTooLarge, ErrInvalid for an unknown key name or size.
+// ErrTooLarge, ErrInvalid for a size out of range.
 
 // attachQueue bounds what an attached client may have waiting: one that
 // falls further behind is sent a fresh screen instead. With the message
@@ -75,9 +76,9 @@ func (h *TTY) Screen(ansi bool, history int) (program.Screen, error) {
 	if err != nil {
 		return program.Screen{}, err
 	}
-	var snap terminal.Snapshot
+	var snap vt.Snapshot
 	var rows, hist, histANSI []string
-	t.View(func(s *terminal.Screen) {
+	t.View(func(s *vt.Screen) {
 		snap = s.Snapshot()
 		if ansi {
 			rows = strings.Split(strings.TrimSuffix(s.ANSI(), "\n"), "\n")
@@ -100,28 +101,28 @@ func (h *TTY) Screen(ansi bool, history int) (program.Screen, error) {
 
 // Send types in into the current run's terminal: text (a bracketed paste
 // when the program asked for one), then keys by tmux's names, then Enter.
+//
+// Send is where input enters for a caller that does not come over HTTP,
+// so it checks the MaxInput cap (ErrTooLarge), the one check besides the
+// API's (413, where input enters over HTTP: docs/terminal.md); the
+// terminal and the emulator below do not check it again.
 func (h *TTY) Send(in program.Input) error {
-	if len(in.Text) > program.MaxInput {
-		return fmt.Errorf("%w: %d bytes of text, at most %d", program.ErrTooLarge, len(in.Text), program.MaxInput)
+	if n := in.Size(); n > program.MaxInput {
+		return fmt.Errorf("%w: %d bytes of text and keys, at most %d", program.ErrTooLarge, n, program.MaxInput)
 	}
 	t, err := h.current()
 	if err != nil {
 		return err
 	}
-	return inputError(t.Send(terminal.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter, Literal: in.Literal}))
+	return inputError(t.Send(vt.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter, Literal: in.Literal}))
 }
 
-// inputError maps the terminal's input errors to program's.
+// inputError maps the terminal's input errors to program's. (A name that
+// is no key's is no error: it is typed as written, as tmux's send-keys
+// types it.)
 func inputError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, terminal.ErrInputTooLarge):
-		return fmt.Errorf("%w: %v", program.ErrTooLarge, err)
-	case errors.Is(err, terminal.ErrClosed):
-		return program.ErrNotRunning // the run ended meanwhile
-	case strings.HasPrefix(err.Error(), "unknown key name"):
-		return fmt.Errorf("%w: %v", program.ErrInvalid, err)
+	if errors.Is(err, terminal.ErrClosed) {
+		return program.ErrNotRunning // the run ended meanwhile; bare, so the caller says why from the status
 	}
 	return err
 }
@@ -166,8 +167,8 @@ type attach struct {
 	h        *TTY
 	c        *terminal.Client
 	readOnly bool
-	size     terminal.Size // the size it gave the terminal last (guarded by h.mu)
-	sized    uint64        // when, in h.sized's count; 0 before it gave one (guarded by h.mu)
+	size     vt.Size // the size it gave the terminal last (guarded by h.mu)
+	sized    uint64  // when, in h.sized's count; 0 before it gave one (guarded by h.mu)
 
 	mu  sync.Mutex // guards end
 	end string     // the lifecycle the instance came to rest in; "" before
@@ -175,12 +176,11 @@ type attach struct {
 
 func (a *attach) Next(ctx context.Context) ([]byte, error) { return a.c.Next(ctx) }
 
+// Write types p as it is. Its size is bounded where it enters: the attach
+// route reads messages of at most program.MaxInput bytes.
 func (a *attach) Write(p []byte) error {
 	if a.readOnly {
 		return ErrReadOnly
-	}
-	if len(p) > program.MaxInput {
-		return fmt.Errorf("%w: %d bytes, at most %d", program.ErrTooLarge, len(p), program.MaxInput)
 	}
 	t, err := a.h.current()
 	if err != nil {
@@ -193,7 +193,7 @@ func (a *attach) Resize(cols, rows int) error {
 	if a.readOnly {
 		return nil // a watcher does not size the terminal for the others (ttysize.go)
 	}
-	return a.h.resize(a, terminal.Size{Cols: cols, Rows: rows})
+	return a.h.resize(a, vt.Size{Cols: cols, Rows: rows})
 }
 
 func (a *attach) End() string {

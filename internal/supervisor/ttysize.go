@@ -6,6 +6,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // The terminal's size (docs/terminal.md#the-window-size), as tmux's
@@ -20,7 +21,7 @@ import (
 // clients.
 
 // resize records s as a's size, the latest; 0x0 leaves the size as it is.
-func (h *TTY) resize(a *attach, s terminal.Size) error {
+func (h *TTY) resize(a *attach, s vt.Size) error {
 	if s.Cols == 0 && s.Rows == 0 {
 		return nil
 	}
@@ -39,7 +40,7 @@ func (h *TTY) resize(a *attach, s terminal.Size) error {
 
 // sizeLocked is the size the attached clients give the terminal: the
 // latest one's, or tty_size.
-func (h *TTY) sizeLocked() terminal.Size {
+func (h *TTY) sizeLocked() vt.Size {
 	size, latest := h.base, uint64(0)
 	for a := range h.attaches {
 		if a.sized > latest {

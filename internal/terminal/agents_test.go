@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -61,7 +62,7 @@ func stillFor(t *testing.T, what string, read func() string, ok func(string) boo
 // tmux pane after the program ends, for a program that draws its screen
 // and exits: the pane stays as the program left it, as our Terminal's
 // screen does.
-func checkAgent(t *testing.T, size Size, argv []string, live bool, tail string, first func(string) bool, steps []agentStep) {
+func checkAgent(t *testing.T, size vt.Size, argv []string, live bool, tail string, first func(string) bool, steps []agentStep) {
 	t.Helper()
 	m := newTmux(t)
 	dir := t.TempDir()
@@ -98,7 +99,7 @@ func checkAgent(t *testing.T, size Size, argv []string, live bool, tail string, 
 		// screen is theirs (a late redraw, and the live screen is checked
 		// against the bytes fed at once, which would differ).
 		data := r.output()
-		fed := NewScreen(size)
+		fed := vt.NewScreen(size)
 		fed.Feed(data)
 		if now := r.term.Text(); now != fed.Text() {
 			t.Fatalf("%s: the live screen differs from the same bytes fed at once:\n%s", what, diffScreens(fed.Text(), now))
@@ -111,15 +112,15 @@ func checkAgent(t *testing.T, size Size, argv []string, live bool, tail string, 
 			return
 		}
 		sameScreens(t, what, m, "agent", r,
-			func() string { return stillFor(t, "tmux's pane", func() string { return m.capture("agent") }, want) },
+			func() string { return stillFor(t, "tmux's pane", func() string { return m.Capture("agent") }, want) },
 			func() string { return stillFor(t, "our screen", r.term.Text, want) })
 	}
 	compare("start", first)
 	for i, st := range steps {
 		if live {
-			m.must(append([]string{"send-keys", "-t", "agent"}, st.keys...)...)
+			m.Must(append([]string{"send-keys", "-t", "agent"}, st.keys...)...)
 		}
-		if err := r.term.Send(Input{Keys: st.keys}); err != nil {
+		if err := r.term.Send(vt.Input{Keys: st.keys}); err != nil {
 			t.Fatal(err)
 		}
 		compare(fmt.Sprintf("step %d (%v)", i, st.keys), st.want)
@@ -128,7 +129,7 @@ func checkAgent(t *testing.T, size Size, argv []string, live bool, tail string, 
 
 func TestCodexMatchesTmux(t *testing.T) {
 	argv := testutil.AgentTUI(t, "codex")
-	checkAgent(t, Size{Cols: 80, Rows: 24}, argv, true, "", contains("> 1. Sign in with ChatGPT"), []agentStep{
+	checkAgent(t, vt.Size{Cols: 80, Rows: 24}, argv, true, "", contains("> 1. Sign in with ChatGPT"), []agentStep{
 		{keys: []string{"Down"}, want: contains("> 2. Sign in with Device Code")},
 		{keys: []string{"Down"}, want: contains("> 3. Sign in another way")},
 		{keys: []string{"Enter"}, want: contains("> 1. Use an OpenAI API key")},
@@ -144,7 +145,7 @@ func TestGeminiMatchesTmux(t *testing.T) {
 	// below the trust prompt, after a key), so two runs side by side drew
 	// different screens, 1 in 15, and only the replay of its bytes judges
 	// our terminal.
-	checkAgent(t, Size{Cols: 80, Rows: 24}, argv, false, "", contains("● 1. Trust folder"), []agentStep{
+	checkAgent(t, vt.Size{Cols: 80, Rows: 24}, argv, false, "", contains("● 1. Trust folder"), []agentStep{
 		{keys: []string{"Down"}, want: contains("● 2. Trust parent folder")},
 		{keys: []string{"Down"}, want: contains("● 3. Don't trust")},
 		{keys: []string{"Enter"}, want: contains("● 1. Sign in with Google")},
@@ -156,5 +157,5 @@ func TestClaudeCodeMatchesTmux(t *testing.T) {
 	argv := testutil.AgentTUI(t, "claude")
 	// Offline it says it cannot reach its API ("ECONNREFUSED", through
 	// agentProxy) and exits; the pane stays.
-	checkAgent(t, Size{Cols: 80, Rows: 24}, argv, true, "exec sleep 3600", contains("supported-countries"), nil)
+	checkAgent(t, vt.Size{Cols: 80, Rows: 24}, argv, true, "exec sleep 3600", contains("supported-countries"), nil)
 }

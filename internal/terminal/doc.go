@@ -1,16 +1,16 @@
 // Package terminal is a run's pseudo-terminal seen from tend's end: the
-// master side of the pty, the screen its bytes draw, input with tmux's key
-// names, and the clients attached to it. It knows nothing of supervisors:
-// a caller makes a Terminal per run, gives the slave to the child, and
-// asks the Terminal what it shows.
+// master side of the pty, read on the shared epoll loops into a screen of
+// package vt (the pure emulator), input, and the clients attached to it.
+// It knows nothing of supervisors: a caller makes a Terminal per run,
+// gives the slave to the child, and asks the Terminal what it shows.
 //
 // # A run's terminal
 //
-// Open makes a pty of Options.Size (ParseSize reads "120x40" and checks
-// the bounds, 10x2 to 1000x500) and returns the Terminal and the slave.
-// The caller starts the child with the slave as its stdin, stdout and
-// stderr and SysProcAttr() (a new session, the slave its controlling
-// terminal), then closes its own copy of the slave. Adopt does the same
+// Open makes a pty of Options.Size (a vt.Size, 10x2 to 1000x500) and
+// returns the Terminal and the slave. The caller starts the child with
+// the slave as its stdin, stdout and stderr and SysProcAttr() (a new
+// session, the slave its controlling terminal), then closes its own copy
+// of the slave. Adopt does the same
 // for a master descriptor tend already holds (one a keeper process handed
 // back), with a blank screen. Fd is the master, for such a keeper to copy.
 //
@@ -32,52 +32,16 @@
 // screen's; whoever resizes last wins, and a 0x0 size (a client whose
 // terminal reports none) leaves the size as it is.
 //
-// # The screen
+// # The screen and input
 //
-// Screen keeps what a terminal of its size shows, byte by byte: cursor
-// motion, erasures, scroll regions, insert and delete, the alternate
-// screen, wide and combining characters, colours and attributes, line
-// drawing, tab stops, the title. The bytes are parsed by the maintained
-// VT500 state machine of github.com/charmbracelet/x/ansi; Screen carries
-// out what they mean, on a grid of 8-byte cells (a character, a style
-// number, a width) with per-screen tables of styles and multi-rune
-// characters, as tmux's grid keeps its extended cells apart. Any input is
-// safe: invalid UTF-8 is dropped, sequences may be cut anywhere between
-// two writes, and the work per byte and the memory are bounded
-// (FuzzFeed). Where terminals disagree, tmux is the reference: its
-// capture-pane is what Text must equal (the tests run bash, python3, vim,
-// less and top under both). One deliberate difference: DEC line drawing
-// shows as the lines (┌─┐), where tmux's capture prints the ASCII the
-// program sent (lqk).
-//
-// Text is the screen as plain text, one line per row, trailing spaces
-// trimmed, as `tmux capture-pane -p` prints a pane; ANSI adds colours
-// and attributes; Snapshot is the API's object {"cols", "rows",
-// "cursor": {"x", "y"}, "lines", "title", "changed_at"}. ChangedAt is when
-// the content last changed: characters, erasures, scrolling, the
-// alternate screen, the title, the size. The cursor moving, blinking or
-// hiding is no change, nor is repainting what was there: a screen that
-// changes is an agent in a turn. BracketedPaste and AppCursor are the
-// modes input depends on. The screen answers the queries a program makes
-// of its terminal (cursor position, device attributes, mode reports), as
-// tmux does, so programs that wait for an answer start without a client.
-//
-// Redraw is the byte sequence that paints the screen on a terminal
-// whatever that showed before: both screens, the scroll region, the
-// modes a program's input depends on, the title, the saved cursor, the
-// cursor and the pen.
-//
-// # Input
-//
-// Input is text, then tmux's key names (KeyBytes: Enter, Escape, Tab,
-// BTab, BSpace, Space, arrows, Home, End, PageUp, PageDown, IC, DC,
-// F1…F12, C-a…C-z, M-x, S-/C-/M- on the named keys, KP0…KP9), then
-// Enter. Text goes in as a bracketed paste when the program turned that
-// mode on, unless Literal (keystrokes, as send-keys -l); arrows follow its
-// cursor key mode, byte for byte as tmux's send-keys, and an item that is
-// no key name is typed as it is written, as send-keys types it. Text and
-// keys over MaxInput (64 KiB) are ErrInputTooLarge; Write gives up with
+// The emulator is package vt (internal/terminal/vt): a Terminal feeds
+// every read to its vt.Screen under its lock, writes the screen's
+// answers to the program's queries back to it, and serves the screen's
+// Text, ANSI and Snapshot. Send types a vt.Input, encoded in the modes
+// the program set; Write types bytes as they are. Write gives up with
 // ErrInputStalled after a few seconds of a program that reads no input.
+// Neither bounds the input: the 64 KiB cap is checked where input enters
+// tend (docs/terminal.md).
 //
 // # Clients
 //
@@ -89,13 +53,6 @@
 // Notice sends the clients a line of tend's own ("[tend] planner:0
 // exited: …"), not part of the screen; MoveClients hands them to the next
 // run's Terminal, which sends its own screen; CloseClients ends them.
-//
-// # TextLines
-//
-// TextLines turns the raw bytes into log lines: control sequences removed
-// (also when cut between writes), a carriage return overwriting its line
-// as on a terminal (a progress bar leaves its last state), one line per
-// newline.
 //
 // # Locking
 //

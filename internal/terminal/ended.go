@@ -1,24 +1,26 @@
 package terminal
 
+import "github.com/tend-sh/tend/internal/terminal/vt"
+
 // Ended makes the Terminal of a run that is over and whose master is gone
 // (it ended while no daemon ran): no master and nothing to read, its
 // screen rebuilt from opts.Replay (the tail of the run's log) as of
 // opts.ReplayAt, at opts.Size. It reads as a closed terminal does: the
 // screen is there, input and resizing are ErrClosed.
 func Ended(opts Options) (*Terminal, error) {
-	if opts.Size == (Size{}) {
-		opts.Size = DefaultSize
+	if opts.Size == (vt.Size{}) {
+		opts.Size = vt.DefaultSize
 	}
 	if err := opts.Size.Valid(); err != nil {
 		return nil, err
 	}
 	t := &Terminal{fd: -1, opts: opts, done: make(chan struct{}), clients: map[*Client]struct{}{}}
-	t.scr = NewScreen(opts.Size)
+	t.scr = vt.NewScreen(opts.Size)
 	t.scr.SetHistory(opts.History)
 	if opts.Clock != nil {
 		t.scr.SetClock(opts.Clock)
 	}
-	t.scr.replay(opts.Replay, opts.ReplayAt)
+	t.scr.Replay(opts.Replay, opts.ReplayAt)
 	t.opts.Replay = nil
 	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
 	t.end()

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Ended rebuilds a screen from what a program wrote, with no master: the
 // screen reads as a closed terminal's, input and resizing are refused.
 func TestEndedRebuildsTheScreen(t *testing.T) {
 	at := time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC)
-	term, err := Ended(Options{Size: Size{Cols: 20, Rows: 3}, Replay: []byte("gone\r\n\x1b[1mlast\x1b[0m words\r\n\x1b[6n> "), ReplayAt: at})
+	term, err := Ended(Options{Size: vt.Size{Cols: 20, Rows: 3}, Replay: []byte("gone\r\n\x1b[1mlast\x1b[0m words\r\n\x1b[6n> "), ReplayAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestEndedRebuildsTheScreen(t *testing.T) {
 	if err := term.Write([]byte("x")); !errors.Is(err, ErrClosed) {
 		t.Errorf("write: %v", err)
 	}
-	if err := term.Resize(Size{Cols: 30, Rows: 5}); !errors.Is(err, ErrClosed) {
+	if err := term.Resize(vt.Size{Cols: 30, Rows: 5}); !errors.Is(err, ErrClosed) {
 		t.Errorf("resize: %v", err)
 	}
 	if _, err := term.Dup(); !errors.Is(err, ErrClosed) {
@@ -39,7 +41,7 @@ func TestEndedRebuildsTheScreen(t *testing.T) {
 	if err := term.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	if _, err := Ended(Options{Size: Size{Cols: 5, Rows: 1}}); err == nil {
+	if _, err := Ended(Options{Size: vt.Size{Cols: 5, Rows: 1}}); err == nil {
 		t.Error("a bad size was taken")
 	}
 }
@@ -47,14 +49,14 @@ func TestEndedRebuildsTheScreen(t *testing.T) {
 // Repaint sends every attached client a fresh redraw in place of what it
 // had queued.
 func TestRepaintRedrawsEveryClient(t *testing.T) {
-	size := Size{Cols: 80, Rows: 10}
+	size := vt.Size{Cols: 80, Rows: 10}
 	term, _ := startChild(t, "echo", Options{Size: size})
 	screenHas(t, term, "ready")
 	var cs []*Client
 	for range 2 {
 		c := NewClient(0)
 		term.Attach(c)
-		drain(t, c, NewScreen(size), "ready")
+		drain(t, c, vt.NewScreen(size), "ready")
 		cs = append(cs, c)
 	}
 	term.Repaint()

@@ -1,147 +1,64 @@
 package terminal
 
 import (
-	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tend-sh/tend/internal/terminal/vt"
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// Unit tests of the history and the grid's row flags; the tmux tests
-// (history_tmux_test.go) hold the whole to tmux's captures.
+// History against tmux with a live program (the emulator's own history
+// tests, replaying bytes, are vt's).
 
-func TestHistoryDropsTheOldestTenthAsTmux(t *testing.T) {
-	s := NewScreen(Size{Cols: 20, Rows: 3})
-	s.SetHistory(20)
-	for i := range 22 + 2 { // 22 lines into the history
-		feedf(s, "line %d\r\n", i)
+// TestHistoryOfAProgramMatchesTmux: a real program scrolls 2,600 lines
+// through our Terminal (tty_history 2000) and through a tmux pane
+// (history-limit 2000, tmux's default); capture-pane -S -2000 and ours
+// agree, and again after both are narrowed and widened.
+func TestHistoryOfAProgramMatchesTmux(t *testing.T) {
+	size := vt.Size{Cols: 80, Rows: 24}
+	m := newTmux(t)
+	m.SetHistoryLimit(2000)
+	sh := lookPath(t, "sh")
+	r := startRun(t, size, sh)
+	r.term.View(func(s *vt.Screen) { s.SetHistory(2000) }) // before anything scrolls: sh has drawn a prompt at most
+	var line []string
+	for _, kv := range programEnv() {
+		line = append(line, shellQuote(kv))
 	}
-	// 20 kept; the 21st dropped 2 (a tenth of 20) first, the 22nd fitted.
-	if n := s.HistoryLen(); n != 20 {
-		t.Fatalf("%d lines kept, want 20", n)
+	m.start("live", size, "cd "+shellQuote(r.cmd.Dir)+" && exec env -i "+strings.Join(line, " ")+" "+shellQuote(sh))
+	m.Stable("live", contains("$"))
+	r.settle(contains("$"))
+	cmd := `i=1; while [ $i -le 2600 ]; do echo "line $i of a program's output"; i=$((i+1)); done; echo done`
+	m.Must("send-keys", "-t", "live", "-l", cmd)
+	m.Must("send-keys", "-t", "live", "Enter")
+	if err := r.term.Send(vt.Input{Text: cmd, Keys: []string{"Enter"}}); err != nil {
+		t.Fatal(err)
 	}
-	h := s.History(100, false)
-	if h[0] != "line 2" || h[19] != "line 21" {
-		t.Fatalf("history %q", h)
-	}
-	if got := s.History(3, false); strings.Join(got, "|") != "line 19|line 20|line 21" {
-		t.Fatalf("the newest 3: %q", got)
-	}
-	s.SetHistory(0)
-	if n := s.HistoryLen(); n != 0 {
-		t.Fatalf("tty_history 0 kept %d lines", n)
-	}
-}
-
-func TestHistoryPacksLines(t *testing.T) {
-	s := NewScreen(Size{Cols: 80, Rows: 5})
-	s.SetHistory(1000)
-	for i := range 3000 {
-		feedf(s, "\x1b[3%dmline %d of the history, packed with others\x1b[m\r\n", i%8, i)
-	}
-	if len(s.hist.blocks) == 0 || s.hist.skip == 0 && s.hist.Len() == 1000 {
-		t.Fatalf("%d blocks, skip %d, %d lines", len(s.hist.blocks), s.hist.skip, s.hist.Len())
-	}
-	h := s.History(s.HistoryLen(), false)
-	first := 3000 - 4 - len(h) // the screen holds the last 4 lines and the cursor's
-	for i, l := range h {
-		if want := fmt.Sprintf("line %d of the history, packed with others", first+i); l != want {
-			t.Fatalf("line %d: %q, want %q", i, l, want)
-		}
-	}
-	raw := 0
-	for _, l := range h {
-		raw += len(l)
-	}
-	if size := s.hist.size(); size*2 > raw {
-		t.Errorf("%d lines of %d bytes kept in %d bytes", len(h), raw, size)
-	}
-	a := s.History(1, true)[0]
-	if want := fmt.Sprintf("\x1b[3%dmline %d of the history, packed with others\x1b[0m", (first+len(h)-1)%8, first+len(h)-1); a != want {
-		t.Errorf("ansi %q, want %q", a, want)
-	}
-}
-
-func TestHistoryLineRoundTrip(t *testing.T) {
-	s := NewScreen(Size{Cols: 30, Rows: 2})
-	s.Feed([]byte("a\x1b[1;31m中b\x1b[0me\u0301 👨\u200d👩 \x1b[44m  \x1b[0m  x\x1b[K"))
-	row, used := s.main.rows[0], int(s.main.used[0])
-	line := encodeLine(nil, s.toX(nil, row, used), true)
-	got := decodeX(line, nil)
-	want := s.toX(nil, row, used)
-	if !got.wrapped || len(got.cells) != len(want) {
-		t.Fatalf("decoded %d cells (wrapped %v), want %d", len(got.cells), got.wrapped, len(want))
-	}
-	for i := range want {
-		g, w := got.cells[i], want[i]
-		if w.r == ' ' {
-			w.r = 0 // a written space comes back as a blank
-		}
-		if g != w {
-			t.Errorf("cell %d: %+v, want %+v", i, g, w)
-		}
-	}
-	if a, b := string(decodeLine(line).appendANSI(nil)), string(s.appendRowANSI(nil, 0, true)); a != b {
-		t.Errorf("ansi %q, the row's %q", a, b)
-	}
-	if a, b := string(decodeLine(line).appendText(nil)), s.Lines()[0]; a != b {
-		t.Errorf("text %q, the row's %q", a, b)
-	}
-}
-
-func TestRowsUsedAndWrappedAsTmux(t *testing.T) {
-	s := NewScreen(Size{Cols: 10, Rows: 4})
-	s.Feed([]byte("abc   \r\n" + strings.Repeat("x", 12) + "\x1b[1;2H\x1b[K"))
-	if u := s.main.used[0]; u != 6 { // written spaces count; a partial erase keeps it
-		t.Errorf("row 0 used %d, want 6", u)
-	}
-	if !s.main.wrapped[1] || s.main.used[1] != 10 || s.main.used[2] != 2 {
-		t.Errorf("row 1 wrapped %v used %d, row 2 used %d", s.main.wrapped[1], s.main.used[1], s.main.used[2])
-	}
-	s.Feed([]byte("\x1b[2;5H\x1b[K")) // a partial erase to the end keeps the wrap
-	if !s.main.wrapped[1] {
-		t.Error("a partial erase unwrapped row 1")
-	}
-	s.Feed([]byte("\x1b[2;1H\x1b[K")) // the whole row: an empty line again
-	if s.main.wrapped[1] || s.main.used[1] != 0 {
-		t.Errorf("a whole-row erase left wrapped %v used %d", s.main.wrapped[1], s.main.used[1])
-	}
-	s.Feed([]byte("\x1b[4;1Hab\x1b[4;1H\x1b[@"))
-	if u := s.main.used[3]; u != 10 { // insert moves cells to the row's end
-		t.Errorf("row 3 used %d after ICH, want 10", u)
-	}
-}
-
-func TestReflowJoinsAndSplits(t *testing.T) {
-	line := func(text string, wrapped bool) xline {
-		var cells []xcell
-		for _, r := range text {
-			cells = append(cells, xcell{r: r, w: 1})
-		}
-		return xline{cells: cells, wrapped: wrapped}
-	}
-	text := func(ls []xline) string {
-		var b []string
-		for _, l := range ls {
-			var s []rune
-			for _, c := range l.cells {
-				s = append(s, c.r)
+	compare := func(what string) {
+		t.Helper()
+		var d string
+		for range 10 {
+			m.Stable("live", contains("done\n$"))
+			r.settle(contains("done\n$"))
+			want, wx, wy := m.CaptureAll("live", 2000)
+			var ours string
+			var x, y int
+			r.term.View(func(s *vt.Screen) { ours = testutil.CaptureOf(s, 2000); x, y = s.Cursor() })
+			if d = diffScreens(want, ours); d == "" && x == wx && y == wy {
+				return
 			}
-			w := ""
-			if l.wrapped {
-				w = "+"
-			}
-			b = append(b, string(s)+w)
+			time.Sleep(200 * time.Millisecond)
 		}
-		return strings.Join(b, "|")
+		t.Fatalf("%s: capture -S -2000 differs from tmux:\n%s", what, d)
 	}
-	in := []xline{line("abcde", true), line("fghij", true), line("kl", false), line("mnopqrst", false), line("", false)}
-	if got, want := text(reflowLines(in, 8)), "abcdefgh+|ijkl|mnopqrst|"; got != want {
-		t.Errorf("to 8: %q, want %q", got, want)
-	}
-	in = []xline{line("abcde", true), line("fghij", true), line("kl", false), line("mnopqrst", false)}
-	if got, want := text(reflowLines(in, 3)), "abc+|def+|ghi+|jkl|mno+|pqr+|st"; got != want {
-		t.Errorf("to 3: %q, want %q", got, want)
+	compare("after 2,600 lines")
+	for _, sz := range []vt.Size{{Cols: 40, Rows: 24}, {Cols: 80, Rows: 24}, {Cols: 120, Rows: 30}} {
+		m.resizePane("live", sz)
+		if err := r.term.Resize(sz); err != nil {
+			t.Fatal(err)
+		}
+		compare("at " + sz.String())
 	}
 }
-
-func feedf(s *Screen, format string, args ...any) { s.Feed([]byte(fmt.Sprintf(format, args...))) }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -45,13 +46,13 @@ func lookPath(t *testing.T, name string) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func startRun(t *testing.T, size Size, argv ...string) *run {
+func startRun(t *testing.T, size vt.Size, argv ...string) *run {
 	t.Helper()
 	return startRunIn(t, size, programEnv(), t.TempDir(), argv...)
 }
 
 // startRunIn is startRun with the environment env, in the directory dir.
-func startRunIn(t *testing.T, size Size, env []string, dir string, argv ...string) *run {
+func startRunIn(t *testing.T, size vt.Size, env []string, dir string, argv ...string) *run {
 	t.Helper()
 	r := &run{t: t}
 	term, slave, err := Open(Options{Size: size, Output: func(p []byte) bool {
@@ -126,7 +127,7 @@ func contains(want string) func(string) bool {
 
 // checkLive runs argv in tmux and under a Terminal, types the steps into
 // both, and compares the screens and cursors after each.
-func checkLive(t *testing.T, size Size, argv []string, first string, steps []step) *run {
+func checkLive(t *testing.T, size vt.Size, argv []string, first string, steps []step) *run {
 	m := newTmux(t)
 	r := startRun(t, size, argv...)
 	var line []string
@@ -142,20 +143,20 @@ func checkLive(t *testing.T, size Size, argv []string, first string, steps []ste
 	compare := func(what, want string) {
 		t.Helper()
 		sameScreens(t, what, m, "live", r,
-			func() string { return m.stable("live", contains(want)) },
+			func() string { return m.Stable("live", contains(want)) },
 			func() string { return r.settle(contains(want)) })
 	}
 	compare("start", first)
 	for i, st := range steps {
 		if st.text != "" {
-			m.must("send-keys", "-t", "live", "-l", st.text)
-			if err := r.term.Send(Input{Text: st.text}); err != nil {
+			m.Must("send-keys", "-t", "live", "-l", st.text)
+			if err := r.term.Send(vt.Input{Text: st.text}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if len(st.keys) > 0 {
-			m.must(append([]string{"send-keys", "-t", "live"}, st.keys...)...)
-			if err := r.term.Send(Input{Keys: st.keys}); err != nil {
+			m.Must(append([]string{"send-keys", "-t", "live"}, st.keys...)...)
+			if err := r.term.Send(vt.Input{Keys: st.keys}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -166,7 +167,7 @@ func checkLive(t *testing.T, size Size, argv []string, first string, steps []ste
 
 // cursor is the screen's cursor, for tests.
 func (t *Terminal) cursor() (x, y int) {
-	t.View(func(s *Screen) { x, y = s.Cursor() })
+	t.View(func(s *vt.Screen) { x, y = s.Cursor() })
 	return x, y
 }
 
@@ -184,14 +185,14 @@ func typed(s string) []string {
 }
 
 // writeSeed keeps a program's output as a seed of FuzzFeed when
-// TEND_FUZZ_SEEDS names the corpus directory (testdata/fuzz/FuzzFeed).
-func writeSeed(t *testing.T, data []byte, size Size) {
+// TEND_FUZZ_SEEDS names the corpus directory (vt/testdata/fuzz/FuzzFeed).
+func writeSeed(t *testing.T, data []byte, size vt.Size) {
 	dir := os.Getenv("TEND_FUZZ_SEEDS")
 	if dir == "" {
 		return
 	}
 	body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\nuint16(%d)\nuint8(%d)\nuint8(%d)\n",
-		data, len(data)/3, size.Cols-MinCols, size.Rows-MinRows)
+		data, len(data)/3, size.Cols-vt.MinCols, size.Rows-vt.MinRows)
 	name := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "-"))
 	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -201,12 +202,12 @@ func writeSeed(t *testing.T, data []byte, size Size) {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // checkRecorded replays what a run wrote into tmux and into a fresh
-// Screen, and compares those; and the live screen must be that screen too.
-func checkRecorded(t *testing.T, r *run, size Size) {
+// vt.Screen, and compares those; and the live screen must be that screen too.
+func checkRecorded(t *testing.T, r *run, size vt.Size) {
 	t.Helper()
 	data := r.output()
 	writeSeed(t, data, size)
-	s := NewScreen(size)
+	s := vt.NewScreen(size)
 	s.Feed(data)
 	if live := r.term.Text(); live != s.Text() {
 		t.Errorf("the live screen differs from the same bytes fed at once:\n%s", diffScreens(s.Text(), live))
@@ -219,7 +220,7 @@ func checkRecorded(t *testing.T, r *run, size Size) {
 
 func TestBashMatchesTmux(t *testing.T) {
 	bash := lookPath(t, "bash")
-	size := Size{Cols: 80, Rows: 24}
+	size := vt.Size{Cols: 80, Rows: 24}
 	r := checkLive(t, size, []string{bash, "--norc", "--noprofile"}, "$", []step{
 		{text: "echo hello world", keys: []string{"Enter"}, want: "hello world\n$"},
 		{text: `printf 'a\tb\tc\n'`, keys: []string{"Enter"}, want: "a       b"},
@@ -239,7 +240,7 @@ func TestBashMatchesTmux(t *testing.T) {
 
 func TestPythonMatchesTmux(t *testing.T) {
 	python := lookPath(t, "python3")
-	size := Size{Cols: 80, Rows: 24}
+	size := vt.Size{Cols: 80, Rows: 24}
 	r := checkLive(t, size, []string{python, "-q", "-i"}, ">>>", []step{
 		{text: "1+1", keys: []string{"Enter"}, want: "2\n>>>"},
 		{text: "print('x'*100)", keys: []string{"Enter"}, want: "xxxx\n>>>"},
@@ -254,7 +255,7 @@ func TestPythonMatchesTmux(t *testing.T) {
 
 func TestVimMatchesTmux(t *testing.T) {
 	vim := lookPath(t, "vim")
-	size := Size{Cols: 80, Rows: 24}
+	size := vt.Size{Cols: 80, Rows: 24}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "text.txt")
 	var content strings.Builder
@@ -266,7 +267,7 @@ func TestVimMatchesTmux(t *testing.T) {
 	}
 	r := startRun(t, size, vim, "-u", "NONE", "-N", "-i", "NONE", "-n", file)
 	r.settle(contains("line 1:"))
-	for _, in := range []Input{
+	for _, in := range []vt.Input{
 		{Keys: []string{"G"}}, {Keys: []string{"g", "g"}}, {Keys: typed(":set number\r")},
 		{Keys: []string{"C-f"}}, {Keys: []string{"j", "j", "d", "d"}}, {Keys: append(typed("Ohello 😀 there"), "Escape")},
 		{Keys: typed("/fox\r")}, {Keys: []string{"C-b"}}, {Keys: typed(":split\r")},
@@ -283,7 +284,7 @@ func TestVimMatchesTmux(t *testing.T) {
 
 func TestLessMatchesTmux(t *testing.T) {
 	less := lookPath(t, "less")
-	size := Size{Cols: 80, Rows: 24}
+	size := vt.Size{Cols: 80, Rows: 24}
 	file := filepath.Join(t.TempDir(), "text.txt")
 	var content strings.Builder
 	for i := 1; i <= 300; i++ {
@@ -294,7 +295,7 @@ func TestLessMatchesTmux(t *testing.T) {
 	}
 	r := startRun(t, size, less, file)
 	r.settle(contains("text.txt"))
-	for _, in := range []Input{
+	for _, in := range []vt.Input{
 		{Keys: []string{"Space"}}, {Keys: []string{"Space"}}, {Keys: []string{"b"}}, {Keys: []string{"j", "j", "j"}},
 		{Keys: typed("/150\r")}, {Keys: []string{"k", "k"}}, {Keys: []string{"G"}}, {Keys: []string{"Up", "Up"}},
 	} {
@@ -309,7 +310,7 @@ func TestLessMatchesTmux(t *testing.T) {
 
 func TestTopMatchesTmux(t *testing.T) {
 	top := lookPath(t, "top")
-	size := Size{Cols: 100, Rows: 30}
+	size := vt.Size{Cols: 100, Rows: 30}
 	r := startRun(t, size, top, "-d", "0.3")
 	r.settle(contains("PID"))
 	time.Sleep(time.Second) // a few refreshes
@@ -331,7 +332,7 @@ func sameScreens(t *testing.T, what string, m *tmuxServer, pane string, r *run, 
 	var diff string
 	for range 10 {
 		th, us := theirs(), ours()
-		wx, wy := m.cursor(pane)
+		wx, wy := m.Cursor(pane)
 		x, y := r.term.cursor()
 		diff = diffScreens(th, us)
 		if diff == "" && x == wx && y == wy {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // The answers to a program's queries, against tmux 3.3a: a probe (this
@@ -70,7 +72,7 @@ func TestQueryAnswersMatchTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	size := Size{Cols: 100, Rows: 30}
+	size := vt.Size{Cols: 100, Rows: 30}
 	dir := t.TempDir()
 
 	// Under tmux.

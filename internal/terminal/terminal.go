@@ -13,11 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/epoll"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Options configure a Terminal. All are optional.
 type Options struct {
-	Size Size // the size until a client resizes it; zero = DefaultSize
+	Size vt.Size // the size until a client resizes it; zero = vt.DefaultSize
 
 	// History is how many lines that scroll off the top of the screen are
 	// kept (tty_history); 0 keeps none.
@@ -62,7 +63,7 @@ type Terminal struct {
 	ends  sync.Once    // closes done
 
 	mu      sync.Mutex // guards what follows, and the screen; taken by the reading handler
-	scr     *Screen
+	scr     *vt.Screen
 	clients map[*Client]struct{}
 	paused  bool // Output asked to stop reading
 }
@@ -103,8 +104,8 @@ func Open(opts Options) (*Terminal, *os.File, error) {
 // Terminal owns fd from now on, also on error. The screen starts blank:
 // what the program drew before is not known until it draws again.
 func Adopt(fd int, opts Options) (*Terminal, error) {
-	if opts.Size == (Size{}) {
-		opts.Size = DefaultSize
+	if opts.Size == (vt.Size{}) {
+		opts.Size = vt.DefaultSize
 	}
 	if opts.ClientBuffer <= 0 {
 		opts.ClientBuffer = 1 << 20
@@ -122,13 +123,13 @@ func Adopt(fd int, opts Options) (*Terminal, error) {
 		return nil, err
 	}
 	t := &Terminal{fd: fd, opts: opts, done: make(chan struct{}), clients: map[*Client]struct{}{}}
-	t.scr = NewScreen(opts.Size)
+	t.scr = vt.NewScreen(opts.Size)
 	t.scr.SetHistory(opts.History)
 	if opts.Clock != nil {
 		t.scr.SetClock(opts.Clock)
 	}
 	if len(opts.Replay) > 0 {
-		t.scr.replay(opts.Replay, opts.ReplayAt)
+		t.scr.Replay(opts.Replay, opts.ReplayAt)
 		t.opts.Replay = nil // not kept: the screen holds what it drew
 	}
 	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
@@ -292,7 +293,7 @@ func (t *Terminal) Close() error {
 
 // setWinsize sets the terminal's size; the kernel sends SIGWINCH to the
 // program's foreground process group when it changes.
-func setWinsize(fd int, s Size) error {
+func setWinsize(fd int, s vt.Size) error {
 	ws := &unix.Winsize{Row: uint16(s.Rows), Col: uint16(s.Cols)}
 	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, ws); err != nil {
 		return fmt.Errorf("terminal: setting the size: %w", err)
@@ -303,7 +304,7 @@ func setWinsize(fd int, s Size) error {
 // Resize sets the terminal's size (the program gets SIGWINCH) and the
 // screen's. A zero size (a client whose terminal reports none) leaves the
 // size as it is; one out of range is an error. Whoever resizes last wins.
-func (t *Terminal) Resize(s Size) error {
+func (t *Terminal) Resize(s vt.Size) error {
 	if s.Cols == 0 && s.Rows == 0 {
 		return nil
 	}
@@ -393,21 +394,18 @@ func waitWritable(t *Terminal, d time.Duration) error {
 }
 
 // Send types in: text (as a bracketed paste when the program turned that
-// on), named keys (arrows in the program's cursor key mode), Enter.
-func (t *Terminal) Send(in Input) error {
+// on), named keys (arrows in the program's cursor key mode), Enter. It
+// does not bound in: the cap is checked where input enters tend.
+func (t *Terminal) Send(in vt.Input) error {
 	t.mu.Lock()
 	paste, app := t.scr.BracketedPaste(), t.scr.AppCursor()
 	t.mu.Unlock()
-	b, err := in.Encode(paste, app)
-	if err != nil {
-		return err
-	}
-	return t.Write(b)
+	return t.Write(in.Encode(paste, app))
 }
 
 // View calls fn with the screen, under the terminal's lock: fn must be
 // quick and must not keep s.
-func (t *Terminal) View(fn func(s *Screen)) {
+func (t *Terminal) View(fn func(s *vt.Screen)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fn(t.scr)
@@ -415,28 +413,28 @@ func (t *Terminal) View(fn func(s *Screen)) {
 
 // Text is the screen's Text.
 func (t *Terminal) Text() (text string) {
-	t.View(func(s *Screen) { text = s.Text() })
+	t.View(func(s *vt.Screen) { text = s.Text() })
 	return text
 }
 
 // ANSI is the screen's ANSI.
 func (t *Terminal) ANSI() (text string) {
-	t.View(func(s *Screen) { text = s.ANSI() })
+	t.View(func(s *vt.Screen) { text = s.ANSI() })
 	return text
 }
 
 // Snapshot is the screen's Snapshot.
-func (t *Terminal) Snapshot() (snap Snapshot) {
-	t.View(func(s *Screen) { snap = s.Snapshot() })
+func (t *Terminal) Snapshot() (snap vt.Snapshot) {
+	t.View(func(s *vt.Screen) { snap = s.Snapshot() })
 	return snap
 }
 
 // Size is the terminal's size now.
-func (t *Terminal) Size() (size Size) {
-	t.View(func(s *Screen) { size = s.Size() })
+func (t *Terminal) Size() (size vt.Size) {
+	t.View(func(s *vt.Screen) { size = s.Size() })
 	return size
 }
 
 // ChangedAt is when the screen's content last changed (see
-// Screen.ChangedAt). It does not wait for the reader.
+// vt.Screen.ChangedAt). It does not wait for the reader.
 func (t *Terminal) ChangedAt() time.Time { return time.Unix(0, t.chgAt.Load()) }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // Terminals is a fake api.Terminals over a Backend's instances. An
@@ -32,7 +32,7 @@ type Terminals struct {
 
 // tty is one instance's terminal, kept across its runs.
 type tty struct {
-	scr     *terminal.Screen
+	scr     *vt.Screen
 	running bool   // a run is in place
 	line    []byte // the line being typed
 	esc     bool   // inside an escape sequence being typed
@@ -69,7 +69,7 @@ func (t *Terminals) AddTTY(id string, cols, rows int) {
 	t.b.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tt := &tty{scr: terminal.NewScreen(terminal.Size{Cols: cols, Rows: rows}), running: true, clients: map[*attach]struct{}{}}
+	tt := &tty{scr: vt.NewScreen(vt.Size{Cols: cols, Rows: rows}), running: true, clients: map[*attach]struct{}{}}
 	tt.scr.SetHistory(2000) // tty_history's default
 	tt.scr.Feed([]byte("> "))
 	t.ttys[id] = tt
@@ -125,7 +125,7 @@ func (t *Terminals) NewRun(id, notice string) {
 	if tt == nil {
 		return
 	}
-	tt.scr = terminal.NewScreen(tt.scr.Size())
+	tt.scr = vt.NewScreen(tt.scr.Size())
 	tt.scr.SetHistory(2000)
 	tt.scr.Feed([]byte("> "))
 	tt.line, tt.esc = nil, false
@@ -234,11 +234,7 @@ func (t *Terminals) Input(sel string, in program.Input) ([]string, error) {
 			firstErr = cmpOr(firstErr, err)
 			continue
 		}
-		b, err := terminal.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter}.Encode(tt.scr.BracketedPaste(), tt.scr.AppCursor())
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", program.ErrInvalid, err)
-		}
-		tt.typeIn(b)
+		tt.typeIn(vt.Input{Text: in.Text, Keys: in.Keys, Enter: in.Enter, Literal: in.Literal}.Encode(tt.scr.BracketedPaste(), tt.scr.AppCursor()))
 		ids = append(ids, st.ID)
 	}
 	if len(ids) == 0 {
@@ -341,7 +337,7 @@ func (c *attach) push(p []byte) bool {
 }
 
 // redraw queues the bytes that paint scr.
-func (c *attach) redraw(scr *terminal.Screen) {
+func (c *attach) redraw(scr *vt.Screen) {
 	c.pend = scr.Redraw(c.pend)
 	c.poke()
 }
@@ -404,7 +400,7 @@ func (c *attach) Resize(cols, rows int) error {
 	if cols == 0 && rows == 0 {
 		return nil
 	}
-	size := terminal.Size{Cols: cols, Rows: rows}
+	size := vt.Size{Cols: cols, Rows: rows}
 	if err := size.Valid(); err != nil {
 		return err
 	}

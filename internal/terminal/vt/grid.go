@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 // The screen's storage, kept small on purpose: a thousand idle terminals
 // hold a thousand screens. A cell is 8 bytes (a character, a style number,

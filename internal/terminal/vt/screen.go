@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 import (
 	"time"
@@ -127,10 +127,13 @@ func defaultTabs(cols int) []bool {
 // SetClock replaces time.Now for ChangedAt (tests).
 func (s *Screen) SetClock(now func() time.Time) { s.now = now; s.changedAt = now() }
 
-// replay feeds p, what the program wrote before this screen existed, as
-// if at time at (the screen's ChangedAt after it, unless at is zero), and
-// drops the answers to the queries in it: they were answered long ago.
-func (s *Screen) replay(p []byte, at time.Time) {
+// Replay feeds p, what the program wrote before this screen existed (the
+// tail of its log, for a terminal taken up again after a daemon restart
+// or of a run that ended meanwhile), as if at time at: the screen's
+// ChangedAt after it, unless at is zero. It drops the answers to the
+// queries in p, which were answered long ago, where Feed keeps them for
+// TakeReplies.
+func (s *Screen) Replay(p []byte, at time.Time) {
 	now := s.now
 	if !at.IsZero() {
 		s.now = func() time.Time { return at }

@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 import (
 	"github.com/mattn/go-runewidth"

@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 import (
 	"errors"
@@ -7,11 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// MaxInput is the most text one Input may carry.
-const MaxInput = 64 << 10
-
-// ErrInputTooLarge is Input's error for text over MaxInput bytes.
-var ErrInputTooLarge = errors.New("input text is over 64 KiB")
+// ErrUnknownKey is KeyBytes' error for a name that is no key's.
+var ErrUnknownKey = errors.New("unknown key name")
 
 // Input is what to type into a terminal: text, then keys, then Enter
 // when asked. Text goes in as a bracketed paste when the program turned
@@ -25,16 +22,10 @@ type Input struct {
 
 // Encode returns the bytes Input types into a terminal in the given modes.
 // A key that is no key name is typed as it is written, as tmux's
-// send-keys types it (":set nu"); it is never pasted. Over MaxInput bytes
-// of text and keys is ErrInputTooLarge; nothing is typed then.
-func (in Input) Encode(bracketedPaste, appCursor bool) ([]byte, error) {
-	n := len(in.Text)
-	for _, k := range in.Keys {
-		n += len(k)
-	}
-	if n > MaxInput {
-		return nil, ErrInputTooLarge
-	}
+// send-keys types it (":set nu"); it is never pasted. Each key name is
+// parsed here, once. Encode does not bound the input: the cap is checked
+// where input enters tend (docs/terminal.md), before it comes here.
+func (in Input) Encode(bracketedPaste, appCursor bool) []byte {
 	var b []byte
 	if in.Text != "" {
 		if bracketedPaste && !in.Literal {
@@ -53,7 +44,7 @@ func (in Input) Encode(bracketedPaste, appCursor bool) ([]byte, error) {
 	if in.Enter {
 		b = append(b, '\r')
 	}
-	return b, nil
+	return b
 }
 
 // keyCode is a key's index in the tables below.
@@ -122,7 +113,8 @@ var aliases = map[string]string{
 // End, PageUp, PageDown, IC, DC, F1…F12, KP0…KP9, with C-, M- and S-
 // prefixes, C-a…C-z, ^a, or a single character) sends to a program, with
 // arrows as application cursor keys when appCursor. Names are matched
-// without regard to case, except a single character.
+// without regard to case, except a single character. A name that is no
+// key's is an error wrapping ErrUnknownKey.
 func KeyBytes(name string, appCursor bool) ([]byte, error) {
 	ctrl, meta, shift := false, false, false
 	rest := name
@@ -232,4 +224,4 @@ func ctrlChar(r rune) (byte, bool) {
 	return 0, false
 }
 
-func unknownKey(name string) error { return fmt.Errorf("unknown key name %q", name) }
+func unknownKey(name string) error { return fmt.Errorf("%w %q", ErrUnknownKey, name) }

@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 import (
 	"fmt"
@@ -8,22 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tend-sh/tend/internal/testutil"
 )
 
 // History and reflow against tmux: the same bytes in a tmux pane with the
 // same history-limit, the same resizes, then capture-pane -p -S -N beside
 // our History(N) and Lines().
-
-// setHistoryLimit sets the history-limit of panes made from now on. tmux
-// reads it when a pane is made, and a server without a session exits, so
-// a session that only sleeps holds the server.
-func (m *tmuxServer) setHistoryLimit(n int) {
-	m.t.Helper()
-	if _, err := m.cmd("has-session", "-t", "hold"); err != nil {
-		m.must("new-session", "-d", "-s", "hold", "-x", "20", "-y", "5", "exec sleep 3600")
-	}
-	m.must("set-option", "-g", "history-limit", strconv.Itoa(n))
-}
 
 // feedPane shows data in a new pane as replay does and waits for it.
 func (m *tmuxServer) feedPane(name string, size Size, data []byte) {
@@ -31,30 +22,12 @@ func (m *tmuxServer) feedPane(name string, size Size, data []byte) {
 	m.replay(name, size, data)
 }
 
-// captureAll is capture-pane -p -S -n and the cursor.
-func (m *tmuxServer) captureAll(name string, n int) (string, int, int) {
-	m.t.Helper()
-	out := m.must("capture-pane", "-p", "-t", name, "-S", strconv.Itoa(-n))
-	x, y := m.cursor(name)
-	return out, x, y
-}
-
-// ourCapture is what capture-pane -p -S -n prints, from s.
-func ourCapture(s *Screen, n int) string {
-	var b strings.Builder
-	for _, l := range s.History(n, false) {
-		b.WriteString(l + "\n")
-	}
-	b.WriteString(s.Text())
-	return b.String()
-}
-
 func compareCapture(t *testing.T, m *tmuxServer, name string, s *Screen, n int) {
 	t.Helper()
 	var d string
 	for range 5 {
-		want, wx, wy := m.captureAll(name, n)
-		d = diffScreens(want, ourCapture(s, n))
+		want, wx, wy := m.CaptureAll(name, n)
+		d = diffScreens(want, testutil.CaptureOf(s, n))
 		if x, y := s.Cursor(); d == "" && (x != wx || y != wy) {
 			d = fmt.Sprintf("cursor at %d,%d, tmux has %d,%d", x, y, wx, wy)
 		}
@@ -64,25 +37,6 @@ func compareCapture(t *testing.T, m *tmuxServer, name string, s *Screen, n int) 
 		time.Sleep(300 * time.Millisecond)
 	}
 	t.Errorf("%s: capture -S -%d differs from tmux:\n%s", name, n, d)
-}
-
-// resizePane resizes the pane's window to size and waits until tmux has
-// done it.
-func (m *tmuxServer) resizePane(name string, size Size) {
-	m.t.Helper()
-	m.must("resize-window", "-t", name, "-x", strconv.Itoa(size.Cols), "-y", strconv.Itoa(size.Rows))
-	deadline := time.Now().Add(10 * time.Second)
-	want := strconv.Itoa(size.Cols) + "x" + strconv.Itoa(size.Rows)
-	for {
-		got := strings.TrimSpace(m.must("display-message", "-p", "-t", name, "#{pane_width}x#{pane_height}"))
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("pane %s is %s, want %s", name, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // logLines is a build log of n lines of varied lengths, some wider than
@@ -109,7 +63,7 @@ func logLines(n int) []byte {
 
 func TestHistoryMatchesTmux(t *testing.T) {
 	m := newTmux(t)
-	m.setHistoryLimit(2000)
+	m.SetHistoryLimit(2000)
 	size := Size{Cols: 120, Rows: 40}
 	data := append(logLines(2600), "prompt$ "...)
 	s := NewScreen(size)
@@ -136,7 +90,7 @@ func TestHistoryMatchesTmux(t *testing.T) {
 
 func TestReflowMatchesTmux(t *testing.T) {
 	m := newTmux(t)
-	m.setHistoryLimit(2000)
+	m.SetHistoryLimit(2000)
 	cases := []struct {
 		name  string
 		size  Size
@@ -161,7 +115,7 @@ func TestReflowMatchesTmux(t *testing.T) {
 			m.feedPane(name, tc.size, []byte(tc.data))
 			for _, sz := range tc.sizes {
 				s.Resize(sz)
-				m.resizePane(name, sz)
+				m.ResizePane(name, sz.Cols, sz.Rows)
 				compareCapture(t, m, name, s, 2000)
 			}
 		})
@@ -193,17 +147,20 @@ func (m *tmuxServer) steps(name string, size Size, s *Screen, steps []hstep) {
 	m.start(name, size, script.String())
 	for i, st := range steps {
 		deadline := time.Now().Add(20 * time.Second)
-		for !fileExists(filepath.Join(dir, fmt.Sprintf("done%d", i))) {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("done%d", i))); err == nil {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("pane %s: step %d never done", name, i)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		s.Feed([]byte(st.data))
-		m.stable(name, func(string) bool { return true })
+		m.Stable(name, func(string) bool { return true })
 		if st.size != (Size{}) {
 			s.Resize(st.size)
-			m.resizePane(name, st.size)
+			m.ResizePane(name, st.size.Cols, st.size.Rows)
 		}
 		compareCapture(t, m, name, s, 2000)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go%d", i)), nil, 0o600); err != nil {
@@ -216,7 +173,7 @@ func (m *tmuxServer) steps(name string, size Size, s *Screen, steps []hstep) {
 // the alternate one is shown, reflows when it is shown again.
 func TestAltScreenLeftAfterResize(t *testing.T) {
 	m := newTmux(t)
-	m.setHistoryLimit(2000)
+	m.SetHistoryLimit(2000)
 	size := Size{40, 10}
 	s := NewScreen(size)
 	s.SetHistory(2000)
@@ -227,57 +184,6 @@ func TestAltScreenLeftAfterResize(t *testing.T) {
 		{"\x1b[?1049h\x1b[Halt2", Size{40, 12}},
 		{"\x1b[?1049l!", Size{}},
 	})
-}
-
-// TestHistoryOfAProgramMatchesTmux: a real program scrolls 2,600 lines
-// through our Terminal (tty_history 2000) and through a tmux pane
-// (history-limit 2000, tmux's default); capture-pane -S -2000 and ours
-// agree, and again after both are narrowed and widened.
-func TestHistoryOfAProgramMatchesTmux(t *testing.T) {
-	size := Size{Cols: 80, Rows: 24}
-	m := newTmux(t)
-	m.setHistoryLimit(2000)
-	sh := lookPath(t, "sh")
-	r := startRun(t, size, sh)
-	r.term.View(func(s *Screen) { s.SetHistory(2000) }) // before anything scrolls: sh has drawn a prompt at most
-	var line []string
-	for _, kv := range programEnv() {
-		line = append(line, shellQuote(kv))
-	}
-	m.start("live", size, "cd "+shellQuote(r.cmd.Dir)+" && exec env -i "+strings.Join(line, " ")+" "+shellQuote(sh))
-	m.stable("live", contains("$"))
-	r.settle(contains("$"))
-	cmd := `i=1; while [ $i -le 2600 ]; do echo "line $i of a program's output"; i=$((i+1)); done; echo done`
-	m.must("send-keys", "-t", "live", "-l", cmd)
-	m.must("send-keys", "-t", "live", "Enter")
-	if err := r.term.Send(Input{Text: cmd, Keys: []string{"Enter"}}); err != nil {
-		t.Fatal(err)
-	}
-	compare := func(what string) {
-		t.Helper()
-		var d string
-		for range 10 {
-			m.stable("live", contains("done\n$"))
-			r.settle(contains("done\n$"))
-			want, wx, wy := m.captureAll("live", 2000)
-			var ours string
-			var x, y int
-			r.term.View(func(s *Screen) { ours, x, y = ourCapture(s, 2000), s.x, s.y })
-			if d = diffScreens(want, ours); d == "" && x == wx && y == wy {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("%s: capture -S -2000 differs from tmux:\n%s", what, d)
-	}
-	compare("after 2,600 lines")
-	for _, sz := range []Size{{40, 24}, {80, 24}, {120, 30}} {
-		m.resizePane("live", sz)
-		if err := r.term.Resize(sz); err != nil {
-			t.Fatal(err)
-		}
-		compare("at " + sz.String())
-	}
 }
 
 // TestTabStopsAfterResize: a new width puts the tab stops back every eight

@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 // Resizing the main screen as tmux resizes a pane (docs/terminal.md):
 // rows leave at the bottom below the cursor, then at the top into the

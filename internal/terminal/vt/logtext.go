@@ -1,4 +1,4 @@
-package terminal
+package vt
 
 import (
 	"github.com/charmbracelet/x/ansi"
