@@ -15,7 +15,8 @@ const followBudget = 1 << 20
 // position is where a Cursor is in one source: a file and an offset just
 // after a complete line in it. The file is known by its generation when
 // this process writes the log (exact: it counts the rotations), else by
-// its inode (which it keeps when rotated under another name).
+// its inode (which it keeps when rotated under another name); so is a
+// shared log's, whose rotations other processes make too.
 type position struct {
 	gen  uint64 // the log's rotations when the file was the current one
 	ino  uint64 // 0: the source had no file yet
@@ -40,13 +41,15 @@ type Cursor struct {
 	ch   chan struct{} // woken by the writers of the sources, once C was called
 }
 
-// C is ready whenever a source written by this process has new records.
-// Sources written elsewhere send nothing: poll Next for them.
+// C is ready whenever a source written by this process has new records
+// (a Flush of its Log here, or its Changed). Records another process
+// writes send nothing by themselves: its writer must tell this process,
+// which calls Log.Changed, or the follower polls Next.
 func (c *Cursor) C() <-chan struct{} {
 	c.once.Do(func() {
 		c.ch = make(chan struct{}, 1)
 		for _, s := range c.srcs {
-			if s.Log.writer.Load() {
+			if s.Log.writer.Load() || s.Log.shared {
 				s.Log.Watch(c.ch)
 			}
 		}
@@ -71,8 +74,8 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 	for i, s := range c.srcs {
 		p := &c.pos[i]
 		ver := s.Log.Version()
-		if s.Log.writer.Load() && ver == p.ver {
-			continue // nothing written since its end was read
+		if s.Log.writer.Load() && !s.Log.shared && ver == p.ver {
+			continue // nothing written since its end was read (a shared log's other writers may have)
 		}
 		got, all := c.readNew(s, p)
 		if all {
@@ -128,7 +131,7 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64,
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	gen = l.gen
-	if l.writer.Load() {
+	if l.writer.Load() && !l.shared {
 		k := int(min(gen-p.gen, maxGens+1))
 		for i := 0; i <= k; i++ {
 			fl, ok := l.openGen(i)
@@ -147,12 +150,16 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64,
 		if !ok && i > 0 {
 			break
 		}
+		if ok && seen(set, fl.ino) {
+			fl.f.Close() // rotated on while the set was opened
+			continue
+		}
 		set = append(set, fl)
 		if ok && fl.ino == p.ino && p.ino != 0 {
 			if p.off > fl.size || !atLineStart(fl.f, p.off) {
-				return set, i, 0, gen, true // truncated, or the inode is another file's now
+				return set, len(set) - 1, 0, gen, true // truncated, or the inode is another file's now
 			}
-			return set, i, p.off, gen, true
+			return set, len(set) - 1, p.off, gen, true
 		}
 	}
 	return set, len(set) - 1, 0, gen, false

@@ -24,6 +24,12 @@ type Options struct {
 	// followers then wait for its notifications and skip it while it is
 	// quiet, instead of looking at the file on every poll.
 	Writer bool
+	// Shared says other processes (and other Logs of this process) write
+	// the same files too: each batch is written under an flock(2) of the
+	// current file, and rotated under it (see shared.go). Followers of a
+	// shared log look at its files on every Next, since records come from
+	// writers they hear nothing from (see Changed).
+	Shared bool
 }
 
 // Log is one instance's set of log files: BASE.log and the rotated
@@ -37,6 +43,7 @@ type Log struct {
 	dir    *statedir.Dir
 	base   string
 	writer atomic.Bool // see Options.Writer and EndWriter
+	shared bool        // see Options.Shared; set by New
 
 	maxSize  atomic.Int64
 	maxFiles atomic.Int64
@@ -60,7 +67,7 @@ type Log struct {
 
 // New returns the log of base in dir. It opens nothing.
 func New(dir *statedir.Dir, base string, o Options) *Log {
-	l := &Log{dir: dir, base: base, size: -1}
+	l := &Log{dir: dir, base: base, size: -1, shared: o.Shared}
 	l.writer.Store(o.Writer)
 	l.SetLimits(o.MaxSize, o.MaxFiles)
 	return l
@@ -131,7 +138,11 @@ func (l *Log) Add(r Record) error {
 		if len(piece.Line) > lineMax {
 			piece.Line, piece.Partial = r.Line[:lineMax], true
 		}
-		err = errors.Join(err, l.add(piece))
+		if l.shared {
+			err = errors.Join(err, l.addShared(piece))
+		} else {
+			err = errors.Join(err, l.add(piece))
+		}
 		if len(r.Line) <= lineMax {
 			return err
 		}
@@ -182,7 +193,12 @@ func (l *Log) Flush() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	err := l.write()
+	var err error
+	if l.shared {
+		err = l.writeShared()
+	} else {
+		err = l.write()
+	}
 	l.version.Add(1)
 	l.notify()
 	return err
@@ -278,11 +294,20 @@ func (l *Log) rotate() error {
 	return err
 }
 
-// Version changes whenever the log is written or rotated by this process.
+// Version changes whenever the log is written or rotated by this process
+// (or Changed says another process wrote it).
 func (l *Log) Version() uint64 { return l.version.Load() }
 
-// Watch makes Flush send to ch (without blocking: give it room for one)
-// after each write, until Unwatch. Only a log with Options.Writer notifies.
+// Changed says another process wrote the files (its writer told this
+// one so): the followers of this Log are woken, as by a Flush here.
+func (l *Log) Changed() {
+	l.version.Add(1)
+	l.notify()
+}
+
+// Watch makes Flush and Changed send to ch (without blocking: give it
+// room for one) after each write, until Unwatch. Only a log with
+// Options.Writer or Options.Shared notifies.
 func (l *Log) Watch(ch chan<- struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -324,6 +349,9 @@ func (l *Log) planted(name string) bool {
 // not be written meanwhile: it is for an instance that is gone.
 func Remove(dir *statedir.Dir, base string) error {
 	l := &Log{base: base}
+	if err := dir.Remove(l.nextName()); err != nil { // a shared rotation's, left by a crash
+		return err
+	}
 	for i := 0; ; i++ {
 		if i > 0 {
 			if _, err := dir.Lstat(l.name(i)); errors.Is(err, fs.ErrNotExist) {
