@@ -128,6 +128,7 @@ func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
 // was none, found is false and from is the oldest file. gen is the log's
 // generation, for the positions in set.
 func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64, found bool) {
+	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	gen = l.gen

@@ -50,6 +50,8 @@ type Log struct {
 
 	// rot is held by the writer while it rotates, and by readers while
 	// they find and open the files, so no reader sees the set half-shifted.
+	// A shared log's writer takes it under the current file's flock, and
+	// its readers take holdSet's before it.
 	rot sync.RWMutex
 	gen uint64 // rotations by this process; guarded by rot
 

@@ -86,6 +86,7 @@ type file struct {
 // missing, at most upto of them. It holds rot, so the set is one
 // consistent generation, which it returns (see Log.gen).
 func (l *Log) openSet(upto int) ([]file, uint64) {
+	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	var set []file

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -245,6 +246,45 @@ func (l *Log) halfRotated() bool {
 	at, err := l.dir.Lstat(l.name(1))
 	return err == nil && at.Ino == st.Ino && at.Dev == st.Dev
 }
+
+// holdSet keeps a shared log's files from rotating while a reader opens
+// them one after the other (this process's rot does so for its own
+// rotations only): a shared lock of the current file, which a rotation's
+// exclusive one waits for. It returns the release. A writer holds the
+// lock for a write or a rotation; if the reader cannot have it for
+// holdWait (a writer stopped while it held it), it reads without, and
+// seen keeps it from reading a file twice at least.
+func (l *Log) holdSet() (release func()) {
+	if !l.shared {
+		return func() {}
+	}
+	name := l.name(0)
+	deadline := time.Now().Add(holdWait)
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		f, err := l.dir.OpenFile(name, os.O_RDONLY, 0)
+		if err != nil {
+			return func() {} // no file yet: nothing to rotate
+		}
+		err = flock(f, unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			var st unix.Stat_t
+			at, lerr := l.dir.Lstat(name)
+			if unix.Fstat(int(f.Fd()), &st) == nil && lerr == nil && at.Ino == st.Ino && at.Dev == st.Dev {
+				return func() { f.Close() } // and the lock
+			}
+			f.Close()
+			continue // rotated meanwhile: lock the new one
+		}
+		f.Close()
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
+			return func() {}
+		}
+		time.Sleep(wait)
+	}
+}
+
+// holdWait bounds how long holdSet waits for a writer's lock.
+const holdWait = 2 * time.Second
 
 // flock is flock(2) on f, again when a signal interrupts it.
 func flock(f *os.File, how int) error {
