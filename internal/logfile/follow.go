@@ -125,8 +125,9 @@ func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
 // openFrom opens the files of l from the one p is in to the current one
 // (newest first in set, p's at index from, where reading starts at off).
 // If p's file is gone (rotated out while the follower was away) or there
-// was none, found is false and from is the oldest file. gen is the log's
-// generation, for the positions in set.
+// was none, found is false and from is the oldest file; if it is not what
+// p says (truncated; its inode another file's), found is false too. gen
+// is the log's generation, for the positions in set.
 func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64, found bool) {
 	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
@@ -158,7 +159,10 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64,
 		set = append(set, fl)
 		if ok && fl.ino == p.ino && p.ino != 0 {
 			if p.off > fl.size || !atLineStart(fl.f, p.off) {
-				return set, len(set) - 1, 0, gen, true // truncated, or the inode is another file's now
+				// Truncated, or the inode is another file's now (the
+				// cursor's was dropped, its inode taken again): from
+				// this file's start, as from the oldest after a drop.
+				return set, len(set) - 1, 0, gen, false
 			}
 			return set, len(set) - 1, p.off, gen, true
 		}

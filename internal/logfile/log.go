@@ -25,10 +25,13 @@ type Options struct {
 	// quiet, instead of looking at the file on every poll.
 	Writer bool
 	// Shared says other processes (and other Logs of this process) write
-	// the same files too: each batch is written under an flock(2) of the
-	// current file, and rotated under it (see shared.go). Followers of a
-	// shared log look at its files on every Next, since records come from
-	// writers they hear nothing from (see Changed).
+	// the same files too, each through a Log with Shared: each batch is
+	// written under an flock(2) of the current file, which it also
+	// rotates under (see shared.go), and readers open the files under it.
+	// A Cursor of this process is woken by this Log's Flush and Changed
+	// only: records another process writes wake nobody here until
+	// Changed is called; Next looks at the files each time all the same.
+	// Times keep their order within each writer's records, not across.
 	Shared bool
 }
 
@@ -115,8 +118,8 @@ func (l *Log) LineMax() int {
 
 // Add stores r: its line cut into pieces if it is longer than LineMax, and
 // at each newline it holds (a note of several lines). Records are buffered
-// until Flush, or until a rotation needs the file written out; an error
-// means records were lost.
+// until Flush, or until a rotation needs the file written out (a shared
+// log: until they fill a file); an error means records were lost.
 func (l *Log) Add(r Record) error {
 	if i := bytes.IndexByte(r.Line, '\n'); i >= 0 {
 		first := r
