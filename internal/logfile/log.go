@@ -62,6 +62,7 @@ type Log struct {
 	f      *os.File // the current file while open
 	size   int64    // bytes in the current file, buf included; -1 = not known until opened
 	buf    []byte   // records not yet written
+	end    int64    // shared: where this writer's last write ended the open file; -1 = not known
 	lastMS int64    // the time of the last record, unix ms: times never go back within a log
 
 	version atomic.Uint64 // bumped by each write and rotation, for followers
@@ -72,7 +73,7 @@ type Log struct {
 
 // New returns the log of base in dir. It opens nothing.
 func New(dir *statedir.Dir, base string, o Options) *Log {
-	l := &Log{dir: dir, base: base, size: -1, shared: o.Shared}
+	l := &Log{dir: dir, base: base, size: -1, end: -1, shared: o.Shared}
 	l.writer.Store(o.Writer)
 	l.SetLimits(o.MaxSize, o.MaxFiles)
 	return l
@@ -237,10 +238,14 @@ func (l *Log) open() error {
 		return nil
 	}
 	name := l.name(0)
-	f, err := l.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	mode := os.O_WRONLY
+	if l.shared {
+		mode = os.O_RDWR // see writeLocked's endsLine
+	}
+	f, err := l.dir.OpenFile(name, mode|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil && l.planted(name) {
 		if rerr := l.dir.Remove(name); rerr == nil {
-			f, err = l.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+			f, err = l.dir.OpenFile(name, mode|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 		}
 	}
 	if err != nil {
@@ -265,7 +270,7 @@ func (l *Log) CloseFile() {
 		l.f.Close()
 		l.f = nil
 	}
-	l.size = -1
+	l.size, l.end = -1, -1
 }
 
 // rotate shifts the files one generation older (dropping the oldest past

@@ -77,7 +77,7 @@ func (l *Log) writeShared() error {
 
 // writeLocked writes the records b holds under the lock of the current
 // file, rotating where they fill it.
-func (l *Log) writeLocked(b []byte) error {
+func (l *Log) writeLocked(b []byte) (err error) {
 	size, err := l.lock()
 	if err != nil {
 		return err
@@ -86,12 +86,25 @@ func (l *Log) writeLocked(b []byte) error {
 		if l.f != nil {
 			_ = flock(l.f, unix.LOCK_UN)
 		}
+		if err == nil {
+			l.end = size
+		}
 	}()
+	if size > 0 && size != l.end {
+		// Another writer wrote last: it may have died in the middle of a
+		// record. A newline ends what it left, or this batch's first
+		// record would be glued to it.
+		if ends, err := l.endsLine(size); err != nil {
+			return err
+		} else if !ends {
+			b = append([]byte{'\n'}, b...)
+		}
+	}
 	maxSize, maxFiles := l.maxSize.Load(), l.maxFiles.Load()
 	for {
 		room := maxSize - size
 		if int64(len(b)) <= room {
-			return l.writePart(b)
+			return l.writePart(b, &size)
 		}
 		n := room // to exactly max_size: the record cut there goes on in the next file
 		if maxFiles == 0 || room <= 0 {
@@ -108,7 +121,7 @@ func (l *Log) writeLocked(b []byte) error {
 			}
 		}
 		if n > 0 {
-			if err := l.writePart(b[:n]); err != nil {
+			if err := l.writePart(b[:n], &size); err != nil {
 				return err
 			}
 			b = b[n:]
@@ -120,13 +133,31 @@ func (l *Log) writeLocked(b []byte) error {
 			return err
 		}
 		size = 0
+		if maxFiles == 0 {
+			// What a dead writer left went with the file (a record
+			// never begins with a newline, nor continues across files
+			// here).
+			b = bytes.TrimPrefix(b, []byte{'\n'})
+		}
 	}
 }
 
-// writePart writes b to the current file in one write(2).
-func (l *Log) writePart(b []byte) error {
-	_, err := l.f.Write(b)
+// writePart writes b to the current file in one write(2), and adds it to
+// size.
+func (l *Log) writePart(b []byte, size *int64) error {
+	n, err := l.f.Write(b)
+	*size += int64(n)
 	return err
+}
+
+// endsLine says whether the current file, size bytes long, ends with a
+// newline (it is open for reading too, for this).
+func (l *Log) endsLine(size int64) (bool, error) {
+	var last [1]byte
+	if _, err := l.f.ReadAt(last[:], size-1); err != nil {
+		return false, err
+	}
+	return last[0] == '\n', nil
 }
 
 // lock opens the current file (if it is not open) and takes its lock,
@@ -196,7 +227,7 @@ func (l *Log) rotateShared() error {
 		return errors.Join(shiftErr, rerr)
 	}
 	l.f.Close() // and its lock: writers waiting for it find it rotated away
-	l.f = next
+	l.f, l.end = next, 0
 	l.gen++
 	l.version.Add(1)
 	return shiftErr
@@ -210,7 +241,7 @@ func (l *Log) makeNext() (*os.File, error) {
 	var f *os.File
 	var err error
 	for range 2 {
-		f, err = l.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err = l.dir.OpenFile(name, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil || !errors.Is(err, fs.ErrExist) {
 			break
 		}

@@ -400,3 +400,51 @@ func BenchmarkFlush(b *testing.B) {
 		})
 	}
 }
+
+// A writer that dies in the middle of a write leaves a record without its
+// newline at the end of the file; the next batch of another writer ends
+// it first, so that its own first record is not glued to it: in the
+// file, at the end of a full one (the rest goes on in the next file), and
+// at the end of a full one that is dropped (max_files 0).
+func TestSharedWriterEndsATornRecord(t *testing.T) {
+	torn := string(Append(nil, Record{TS: t0, Stream: TTY, Line: []byte("the end of a dead writer")}))
+	torn = torn[:len(torn)-5]
+	for _, c := range []struct {
+		name     string
+		before   string
+		maxFiles int
+	}{
+		{"in the file", torn, 2},
+		{"at max_size", strings.Repeat("x", 4096-len(torn)-1) + "\n" + torn, 2},
+		{"at max_size, max_files 0", strings.Repeat("x", 4096-len(torn)-1) + "\n" + torn, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := testutil.StateDir(t)
+			if err := os.WriteFile(d.Join("w-0.log"), []byte(c.before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: c.maxFiles, Writer: true, Shared: true})
+			for i := range 3 {
+				if err := l.Add(Record{TS: t0, Stream: TTY, Line: []byte(sharedLine("w0", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			got, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{Tail: 3})
+			cur.Close()
+			for i, e := range got {
+				if string(e.Line) != sharedLine("w0", i) || e.Partial {
+					t.Errorf("record %d: %.80q", i, e.Line)
+				}
+			}
+			if len(got) != 3 {
+				t.Errorf("%d records", len(got))
+			}
+			if b, _ := os.ReadFile(d.Join("w-0.log")); !beginsRecord(b) && c.maxFiles == 0 {
+				t.Errorf("the current file begins %.40q", b)
+			}
+		})
+	}
+}
