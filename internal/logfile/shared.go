@@ -101,10 +101,11 @@ func (l *Log) writeLocked(b []byte) (err error) {
 		}
 	}
 	maxSize, maxFiles := l.maxSize.Load(), l.maxFiles.Load()
+	var shifts error // rotated files not shifted: the rotations went on
 	for {
 		room := maxSize - size
 		if int64(len(b)) <= room {
-			return l.writePart(b, &size)
+			return errors.Join(shifts, l.writePart(b, &size))
 		}
 		n := room // to exactly max_size: the record cut there goes on in the next file
 		if maxFiles == 0 || room <= 0 {
@@ -122,16 +123,18 @@ func (l *Log) writeLocked(b []byte) (err error) {
 		}
 		if n > 0 {
 			if err := l.writePart(b[:n], &size); err != nil {
-				return err
+				return errors.Join(shifts, err)
 			}
 			b = b[n:]
 		}
 		if len(b) == 0 {
-			return nil
+			return shifts
 		}
-		if err := l.rotateShared(); err != nil {
-			return err
+		shiftErr, err := l.rotateShared()
+		if err != nil {
+			return errors.Join(shifts, shiftErr, err)
 		}
+		shifts = errors.Join(shifts, shiftErr)
 		size = 0
 		if maxFiles == 0 {
 			// What a dead writer left went with the file (a record
@@ -192,16 +195,17 @@ func (l *Log) lock() (int64, error) {
 
 // rotateShared shifts the files one generation older, as rotate does, and
 // makes a new current file, locked by this writer; the caller holds the
-// lock of the current one. The rest of the batch goes on in the new file.
-func (l *Log) rotateShared() error {
+// lock of the current one. The rest of the batch goes on in the new file,
+// unless err says there is none; shiftErr says a rotated file could not be
+// shifted (as rotate, it goes on without).
+func (l *Log) rotateShared() (shiftErr, err error) {
 	next, err := l.makeNext()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l.rot.Lock()
 	defer l.rot.Unlock()
 	n := int(l.maxFiles.Load())
-	var shiftErr error
 	if n > 0 && !l.halfRotated() {
 		shiftErr = l.dir.Remove(l.name(n))
 		for i := n - 1; i >= 1; i-- {
@@ -217,20 +221,26 @@ func (l *Log) rotateShared() error {
 		}
 		// The current file takes its rotated name before the new one
 		// takes its place: BASE.log is never missing.
-		if lerr := unix.Linkat(l.dir.FD(), l.name(0), l.dir.FD(), l.name(1), 0); lerr != nil {
+		// BASE.log.1 is there still if it could not be shifted: it goes,
+		// as a rename over it would take it.
+		lerr := unix.Linkat(l.dir.FD(), l.name(0), l.dir.FD(), l.name(1), 0)
+		if lerr == unix.EEXIST && l.dir.Remove(l.name(1)) == nil {
+			lerr = unix.Linkat(l.dir.FD(), l.name(0), l.dir.FD(), l.name(1), 0)
+		}
+		if lerr != nil {
 			l.dropNext(next)
-			return errors.Join(shiftErr, &os.LinkError{Op: "link", Old: l.dir.Join(l.name(0)), New: l.dir.Join(l.name(1)), Err: lerr})
+			return shiftErr, &os.LinkError{Op: "link", Old: l.dir.Join(l.name(0)), New: l.dir.Join(l.name(1)), Err: lerr}
 		}
 	}
-	if rerr := l.dir.Rename(l.nextName(), l.name(0)); rerr != nil {
+	if err := l.dir.Rename(l.nextName(), l.name(0)); err != nil {
 		l.dropNext(next)
-		return errors.Join(shiftErr, rerr)
+		return shiftErr, err
 	}
 	l.f.Close() // and its lock: writers waiting for it find it rotated away
 	l.f, l.end = next, 0
 	l.gen++
 	l.version.Add(1)
-	return shiftErr
+	return shiftErr, nil
 }
 
 // makeNext makes the next current file under nextName, locked. One there

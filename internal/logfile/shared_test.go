@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -446,5 +447,51 @@ func TestSharedWriterEndsATornRecord(t *testing.T) {
 				t.Errorf("the current file begins %.40q", b)
 			}
 		})
+	}
+}
+
+// What is planted at a shared log's names, the one its rotation makes
+// the next file under included, is never written through nor blocked on.
+func TestSharedPlantedNamesAreNotWrittenThrough(t *testing.T) {
+	d := testutil.StateDir(t)
+	target := d.Join("precious")
+	if err := os.WriteFile(target, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"w-0.log", "w-0.log.new", "w-0.log.1"} {
+		if err := os.Symlink(target, d.Join(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(d.Join("v-0.log.new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, base := range []string{"w-0", "v-0"} {
+			l := New(d, base, Options{MaxSize: 4096, MaxFiles: 2, Shared: true})
+			numbered(t, l, 0, 200, Stdout) // rotates a few times
+			l.CloseFile()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer blocked on a planted FIFO")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+	for _, base := range []string{"w-0", "v-0"} {
+		for _, name := range []string{base + ".log", base + ".log.1", base + ".log.2"} {
+			fi, err := os.Lstat(d.Join(name))
+			if err != nil || !fi.Mode().IsRegular() {
+				t.Errorf("%s is %v (%v), want a regular file", name, fi.Mode(), err)
+			}
+		}
+		if _, err := os.Lstat(d.Join(base + ".log.new")); !os.IsNotExist(err) {
+			t.Errorf("%s.log.new is left: %v", base, err)
+		}
 	}
 }
