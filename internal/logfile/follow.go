@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// sharedLook is how long a follower trusts a quiet shared log's Version:
+// its other writers' records change it only when this process hears of
+// them (Log.Changed), so the files are looked at this often anyway.
+const sharedLook = time.Second
+
 // followBudget bounds the bytes one Next reads from one source, so a
 // follower that fell far behind catches up in steps of bounded memory.
 const followBudget = 1 << 20
@@ -18,11 +23,12 @@ const followBudget = 1 << 20
 // its inode (which it keeps when rotated under another name); so is a
 // shared log's, whose rotations other processes make too.
 type position struct {
-	gen  uint64 // the log's rotations when the file was the current one
-	ino  uint64 // 0: the source had no file yet
-	off  int64
-	ver  uint64    // the log's Version when this source was last read to its end
-	last time.Time // the time of the last record handed on, for lines without one
+	gen    uint64 // the log's rotations when the file was the current one
+	ino    uint64 // 0: the source had no file yet
+	off    int64
+	ver    uint64    // the log's Version when this source was last read to its end
+	looked time.Time // when that was (see sharedLook)
+	last   time.Time // the time of the last record handed on, for lines without one
 }
 
 // Cursor follows sources from where Read left them: each Next returns what
@@ -74,12 +80,12 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 	for i, s := range c.srcs {
 		p := &c.pos[i]
 		ver := s.Log.Version()
-		if s.Log.writer.Load() && !s.Log.shared && ver == p.ver {
-			continue // nothing written since its end was read (a shared log's other writers may have)
+		if s.Log.writer.Load() && ver == p.ver && (!s.Log.shared || time.Since(p.looked) < sharedLook) {
+			continue // nothing written since its end was read
 		}
 		got, all := c.readNew(s, p)
 		if all {
-			p.ver = ver
+			p.ver, p.looked = ver, time.Now()
 		} else {
 			more = true
 		}

@@ -29,9 +29,10 @@ type Options struct {
 	// written under an flock(2) of the current file, which it also
 	// rotates under (see shared.go), and readers open the files under it.
 	// A Cursor of this process is woken by this Log's Flush and Changed
-	// only: records another process writes wake nobody here until
-	// Changed is called; Next looks at the files each time all the same.
-	// Times keep their order within each writer's records, not across.
+	// only: records another process writes wake nobody here, and (with
+	// Writer) a follower trusts Version for up to a second between looks
+	// at the files, until Changed says the other process wrote. Times
+	// keep their order within each writer's records, not across.
 	Shared bool
 }
 
