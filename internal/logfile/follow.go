@@ -19,9 +19,9 @@ const followBudget = 1 << 20
 
 // position is where a Cursor is in one source: a file and an offset just
 // after a complete line in it. The file is known by its generation when
-// this process writes the log (exact: it counts the rotations), else by
-// its inode (which it keeps when rotated under another name); so is a
-// shared log's, whose rotations other processes make too.
+// this process writes the log (exact: it counts the rotations), else (and
+// always for a shared log, which other processes rotate too) by its inode,
+// which it keeps when rotated under another name.
 type position struct {
 	gen    uint64 // the log's rotations when the file was the current one
 	ino    uint64 // 0: the source had no file yet

@@ -64,7 +64,7 @@ type Log struct {
 	size   int64    // bytes in the current file, buf included; -1 = not known until opened
 	buf    []byte   // records not yet written
 	end    int64    // shared: where this writer's last write ended the open file; -1 = not known
-	lastMS int64    // the time of the last record, unix ms: times never go back within a log
+	lastMS int64    // the time of the last record, unix ms: times never go back within a log (a shared one: within this writer's records)
 
 	version atomic.Uint64 // bumped by each write and rotation, for followers
 
