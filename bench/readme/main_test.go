@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const root = "../.."
+
+// The tables between the markers of README.md's Performance section are the
+// template rendered against the committed raw results: a figure edited by
+// hand, a stamp missing from its row, or a raw file changed under a quoted
+// figure fails here.
+func TestReadmeTablesMatchRawResults(t *testing.T) {
+	tmpl, err := os.ReadFile(filepath.Join(root, "bench", "readme", "perf.md.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := render(root, string(tmpl))
+	if err != nil {
+		t.Fatalf("the template's figures: %v", err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := section(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("README.md's Performance tables differ from the raw results (run go run ./bench/readme), first at line %d of the section:\nREADME: %s\nraw:    %s", i+1, g, w)
+			}
+		}
+	}
+}
+
+func TestCheckRefusesAFigureNotReadFromAFile(t *testing.T) {
+	tmpl := "| | tend | target |\n|---|---|---|\n| a row (`20261203T202406Z`) | 0.83 ms | ≤ 1 ms |\n"
+	if _, err := check(tmpl); !errors.Is(err, errRow) {
+		t.Fatalf("a literal figure in a table cell: err %v, want errRow", err)
+	}
+}
+
+func TestCheckRefusesAFigureWithoutItsStamp(t *testing.T) {
+	f := fig{num: 0.83, stamps: []string{"20261203T202406Z"}}
+	row := "| | tend | target |\n|---|---|---|\n| a row | " + format(2, f) + " ms | ≤ 1 ms |\n"
+	if _, err := check(row); !errors.Is(err, errRow) {
+		t.Fatalf("a figure whose row does not name its run: err %v, want errRow", err)
+	}
+	named := "| | tend | target |\n|---|---|---|\n| a row (`20261203T202406Z`) | " + format(2, f) + " ms | ≤ 1 ms |\n"
+	out, err := check(named)
+	if err != nil {
+		t.Fatalf("a figure with its stamp: %v", err)
+	}
+	if !strings.Contains(out, "| 0.83 ms |") || strings.ContainsAny(out, markOpen+markStamp+markClose) {
+		t.Fatalf("marks not stripped: %q", out)
+	}
+}
+
+func TestVerdictComparesTheRawFigure(t *testing.T) {
+	f := fig{num: 0.798, stamps: []string{"20261203T190200Z"}}
+	got, err := verdict(f, ">=", 0.8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "**MISS**") {
+		t.Fatalf("0.798 against >= 0.8: %q, want a MISS (it prints as 0.80)", got)
+	}
+	if s := format(2, f); !strings.Contains(s, "0.80") {
+		t.Fatalf("format: %q", s)
+	}
+}
+
+func TestStoppedSaysATimeout(t *testing.T) {
+	got, err := stopped(fig{num: 128.8}, 120)
+	if err != nil || !strings.Contains(got, "did not stop in 120 s") {
+		t.Fatalf("stopped(128.8): %q, %v", got, err)
+	}
+}
+
+func TestValueReadsAStampedFile(t *testing.T) {
+	s := &source{root: root, cache: map[string][]byte{}}
+	f, err := s.value("bench/peers/results/20261203T202406Z", "latency.json", "tools.tend.fork_ms.n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.num <= 0 || len(f.stamps) != 1 || f.stamps[0] != "20261203T202406Z" {
+		t.Fatalf("got %+v", f)
+	}
+	if _, err := s.value("bench/peers/results/20261203T202406Z", "latency.json", "tools.nosuch"); !errors.Is(err, errLookup) {
+		t.Fatalf("a missing key: %v", err)
+	}
+	if _, err := s.value("bench/peers/results", "x.json", "a"); !errors.Is(err, errLookup) {
+		t.Fatalf("a directory without a stamp: %v", err)
+	}
+}
