@@ -282,7 +282,7 @@ def tty(make, r, pty_mode):
 
 def audit(duration, total, out_dir):
     """bench/churn's soak; -> audit growth per hour from its samples."""
-    d = tempfile.mkdtemp(prefix="peers-churn-")
+    top = d = tempfile.mkdtemp(prefix="peers-churn-")
     try:
         cmd = ["go", "run", "./bench/churn", "-phases", "soak", "-duration", duration, "-total", str(total),
                "-spread", "-out", d]
@@ -292,6 +292,11 @@ def audit(duration, total, out_dir):
         if res.returncode != 0:
             r["error"] = (res.stdout + res.stderr)[-800:]
             return r
+        runs = sorted(x for x in os.listdir(d) if os.path.isdir(os.path.join(d, x)))
+        if not runs:
+            r["error"] = "bench/churn wrote no results directory under %s" % d
+            return r
+        d = os.path.join(d, runs[-1])  # -out is the parent of its STAMP directory
         with open(os.path.join(d, "results.json")) as f:
             churn = json.load(f)
         soak = churn["soak"]
@@ -305,10 +310,10 @@ def audit(duration, total, out_dir):
         if out_dir:
             keep = os.path.join(out_dir, "churn")
             shutil.copytree(d, keep, dirs_exist_ok=True)
-            r["raw"] = os.path.relpath(keep, os.path.dirname(out_dir))
+            r["raw"] = os.path.relpath(keep, out_dir)
         return r
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def vm():
