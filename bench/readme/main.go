@@ -1,12 +1,13 @@
-// Command readme derives the tables of README.md's Performance section from
-// the committed raw results: bench/readme/perf.md.tmpl names, for every
-// figure, the results directory (its stamp), the file and the JSON path or
-// the line it is read from, and the target a verdict compares the raw figure
-// with ("met" or **MISS**, never a rounded pass). It writes the markdown
-// between the section's markers in README.md:
+// Command readme derives the figures of README.md's Performance section,
+// and of the bench READMEs that quote the same runs, from the committed raw
+// results: a template (bench/readme/*.md.tmpl) names, for every figure, the
+// results directory (its stamp), the file and the JSON path or the line it
+// is read from, and the target a verdict compares the raw figure with
+// ("met" or **MISS**, never a rounded pass). It writes the markdown between
+// each file's markers:
 //
-//	go run ./bench/readme            # rewrite README.md's tables
-//	go run ./bench/readme -check     # exit 1 when README.md differs from the raw files
+//	go run ./bench/readme            # rewrite the generated parts
+//	go run ./bench/readme -check     # exit 1 when one differs from the raw files
 //
 // The test of this package (run by the README's test command) fails when a
 // figure of those tables has no stamp, is not read from a results file, or
@@ -31,8 +32,24 @@ func main() {
 	}
 }
 
+// pages are the generated parts: a template under bench/readme, the file
+// whose markers it fills.
+var pages = []struct{ tmpl, file string }{
+	{"perf.md.tmpl", "README.md"},
+	{"terminal.md.tmpl", "bench/terminal/README.md"},
+}
+
 func run(root string, checkOnly bool) error {
-	tmpl, err := os.ReadFile(filepath.Join(root, "bench", "readme", "perf.md.tmpl"))
+	for _, p := range pages {
+		if err := page(root, p.tmpl, p.file, checkOnly); err != nil {
+			return fmt.Errorf("%s: %w", p.file, err)
+		}
+	}
+	return nil
+}
+
+func page(root, tmplName, file string, checkOnly bool) error {
+	tmpl, err := os.ReadFile(filepath.Join(root, "bench", "readme", tmplName))
 	if err != nil {
 		return err
 	}
@@ -40,7 +57,7 @@ func run(root string, checkOnly bool) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(root, "README.md")
+	path := filepath.Join(root, file)
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -53,7 +70,7 @@ func run(root string, checkOnly bool) error {
 		return nil
 	}
 	if checkOnly {
-		return fmt.Errorf("README.md's Performance tables differ from bench/readme/perf.md.tmpl and the raw results: run go run ./bench/readme")
+		return fmt.Errorf("the generated part differs from bench/readme/%s and the raw results: run go run ./bench/readme", tmplName)
 	}
 	out := string(readme[:start]) + got + string(readme[end:])
 	return os.WriteFile(path, []byte(out), 0o644)

@@ -10,41 +10,46 @@ import (
 
 const root = "../.."
 
-// The tables between the markers of README.md's Performance section are the
-// template rendered against the committed raw results: a figure edited by
-// hand, a stamp missing from its row, or a raw file changed under a quoted
-// figure fails here.
-func TestReadmeTablesMatchRawResults(t *testing.T) {
-	tmpl, err := os.ReadFile(filepath.Join(root, "bench", "readme", "perf.md.tmpl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := render(root, string(tmpl))
-	if err != nil {
-		t.Fatalf("the template's figures: %v", err)
-	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _, _, err := section(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != want {
-		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
+// The generated parts (README.md's Performance tables, bench/terminal's
+// results) are their templates rendered against the committed raw results: a
+// figure edited by hand, a stamp missing from its row, or a raw file changed
+// under a quoted figure fails here.
+func TestReadmesMatchRawResults(t *testing.T) {
+	for _, p := range pages {
+		t.Run(p.file, func(t *testing.T) {
+			tmpl, err := os.ReadFile(filepath.Join(root, "bench", "readme", p.tmpl))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if i < len(wl) {
-				w = wl[i]
+			want, err := render(root, string(tmpl))
+			if err != nil {
+				t.Fatalf("the template's figures: %v", err)
 			}
-			if g != w {
-				t.Fatalf("README.md's Performance tables differ from the raw results (run go run ./bench/readme), first at line %d of the section:\nREADME: %s\nraw:    %s", i+1, g, w)
+			readme, err := os.ReadFile(filepath.Join(root, p.file))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			got, _, _, err := section(string(readme))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == want {
+				return
+			}
+			gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+			for i := 0; i < len(gl) || i < len(wl); i++ {
+				var g, w string
+				if i < len(gl) {
+					g = gl[i]
+				}
+				if i < len(wl) {
+					w = wl[i]
+				}
+				if g != w {
+					t.Fatalf("%s differs from the raw results (run go run ./bench/readme), first at line %d of its generated part:\nfile: %s\nraw:  %s", p.file, i+1, g, w)
+				}
+			}
+		})
 	}
 }
 
