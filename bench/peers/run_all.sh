@@ -5,7 +5,7 @@
 #            TOOLS, LAT_DEFAULT_TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters),
 #            TEND_BIN, REPS, CLI_REPS, DEFAULT_REPS, BG_OTHERS, MASS_N, MASS_RUNS, CRASH_RUNS,
 #            SCALE_NS, SCALE_RUNS, SCALE_IDLE, SCALE_LISTS, UP_TIMEOUT_10K, FLOOR_RUNS,
-#            TEND_NS, TEND_UPGRADE_NS, TEND_TTY_NS, TEND_RUNS, AUDIT_DURATION, PTY_MAX (raise|keep),
+#            TEND_NS, TEND_UPGRADE_NS, TEND_TTY_NS, TEND_RUNS, AUDIT_DURATION, AUDIT_TOTAL, PTY_MAX (raise|keep),
 #            TEND_SAMPLE_AGE (s; cold = 2x it), VM_LANE_CMD, SEED, SKIP (space list of
 #            floor latency crashloop scale scale10k tini tend).
 # Must run as root (kernel proc connector; drop_caches; fs.nr_open).  Wall time with the
@@ -23,7 +23,7 @@ BG_OTHERS="${BG_OTHERS:-1000}"; MASS_N="${MASS_N:-1000}"; MASS_RUNS="${MASS_RUNS
 SCALE_NS="${SCALE_NS:-100,1000}"; SCALE_RUNS="${SCALE_RUNS:-3}"; SCALE_IDLE="${SCALE_IDLE:-150}"
 SCALE_LISTS="${SCALE_LISTS:-5}"; UP_TIMEOUT_10K="${UP_TIMEOUT_10K:-600}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
 TEND_NS="${TEND_NS:-1000,10000}"; TEND_UPGRADE_NS="${TEND_UPGRADE_NS:-10000}"; TEND_TTY_NS="${TEND_TTY_NS:-10000}"
-TEND_RUNS="${TEND_RUNS:-3}"; AUDIT_DURATION="${AUDIT_DURATION:-1h}"; PTY_MAX="${PTY_MAX:-raise}"
+TEND_RUNS="${TEND_RUNS:-3}"; AUDIT_DURATION="${AUDIT_DURATION:-1h}"; AUDIT_TOTAL="${AUDIT_TOTAL:-100000}"; PTY_MAX="${PTY_MAX:-raise}"
 SEED="${SEED:-$(date +%s)}"   # every script's order is shuffled from it (recorded in env.txt and the JSON)
 SKIP="${SKIP:-}"
 [ "$(id -u)" = 0 ] || { echo "run as root (proc connector needs CAP_NET_ADMIN)"; exit 1; }
@@ -61,7 +61,7 @@ fi
   echo "       REPS=$REPS CLI_REPS=$CLI_REPS DEFAULT_REPS=$DEFAULT_REPS BG_OTHERS=$BG_OTHERS MASS_N=$MASS_N MASS_RUNS=$MASS_RUNS"
   echo "       CRASH_RUNS=$CRASH_RUNS SCALE_NS=$SCALE_NS SCALE_RUNS=$SCALE_RUNS SCALE_IDLE=$SCALE_IDLE SCALE_LISTS=$SCALE_LISTS"
   echo "       UP_TIMEOUT_10K=$UP_TIMEOUT_10K TEND_NS=$TEND_NS TEND_UPGRADE_NS=$TEND_UPGRADE_NS TEND_TTY_NS=$TEND_TTY_NS"
-  echo "       TEND_RUNS=$TEND_RUNS AUDIT_DURATION=$AUDIT_DURATION PTY_MAX=$PTY_MAX SEED=$SEED SKIP=$SKIP"
+  echo "       TEND_RUNS=$TEND_RUNS AUDIT_DURATION=$AUDIT_DURATION AUDIT_TOTAL=$AUDIT_TOTAL PTY_MAX=$PTY_MAX SEED=$SEED SKIP=$SKIP"
   echo "       VM_LANE_CMD=${VM_LANE_CMD:-(unset: the VM row is not run)}"
   work="${TMPDIR:-/tmp}"
   fs="$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$work" 2>/dev/null || echo '?')"
@@ -97,7 +97,7 @@ fi
 # The rows only tend has: recovery after the daemon's SIGKILL, the upgrade's pause seen
 # by a client, 10,000 tty runs, audit growth under churn, the VM lane's start (hook).
 skip tend || $PY bench_tend.py --ns "$TEND_NS" --upgrade-ns "$TEND_UPGRADE_NS" --tty-ns "$TEND_TTY_NS" \
-               --runs "$TEND_RUNS" --pty-max "$PTY_MAX" --audit-duration "$AUDIT_DURATION" --seed "$SEED" \
+               --runs "$TEND_RUNS" --pty-max "$PTY_MAX" --audit-duration "$AUDIT_DURATION" --audit-total "$AUDIT_TOTAL" --seed "$SEED" \
                --out "$out/tend.json"
 echo "finished: $(date -u +%FT%TZ)   loadavg: $(cat /proc/loadavg)" >> "$out/env.txt"
 notes=()
