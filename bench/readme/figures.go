@@ -286,3 +286,47 @@ func stopped(f fig, limit int) (string, error) {
 	}
 	return mark(f, strconv.FormatFloat(f.num, 'f', 1, 64)+" s"), nil
 }
+
+// each is the template's `each DIR FILE PATH FIELD`: FIELD of every element
+// of the JSON array at PATH (a cell's runs), skipping runs without it (a
+// failed run has no figure) — for `median`, `least` and `most` of a cell
+// measured several times.
+func (s *source) each(dir, file, path, field string) ([]fig, error) {
+	var out []fig
+	for i := 0; ; i++ {
+		f, err := s.value(dir, file, path+"."+strconv.Itoa(i)+"."+field)
+		if err == nil {
+			out = append(out, f)
+			continue
+		}
+		if _, err := s.value(dir, file, path+"."+strconv.Itoa(i)+".n"); err == nil {
+			continue // a run without the field
+		}
+		break
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s/%s: %s: no run with %q: %w", dir, file, path, field, errLookup)
+	}
+	return out, nil
+}
+
+// extreme of figs: the least (sign 1) or the most (sign -1), naming all runs.
+func extreme(sign float64) func(xs []fig) (fig, error) {
+	return func(xs []fig) (fig, error) {
+		if len(xs) == 0 {
+			return fig{}, errors.New("extreme of nothing")
+		}
+		best := xs[0].num
+		var st []string
+		for _, x := range xs {
+			if x.isStr {
+				return fig{}, fmt.Errorf("extreme of the text %q", x.str)
+			}
+			if sign*x.num < sign*best {
+				best = x.num
+			}
+			st = append(st, x.stamps...)
+		}
+		return fig{num: best, stamps: st}, nil
+	}
+}

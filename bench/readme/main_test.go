@@ -113,3 +113,23 @@ func TestValueReadsAStampedFile(t *testing.T) {
 		t.Fatalf("a directory without a stamp: %v", err)
 	}
 }
+
+func TestEachReadsEveryRunOfACell(t *testing.T) {
+	s := &source{root: root, cache: map[string][]byte{}}
+	const p = "bench/peers/results/20261203T202406Z"
+	xs, err := s.each(p, "scale_100_1000.json", "tools.tend.1000", "up_s")
+	if err != nil || len(xs) != 1 {
+		t.Fatalf("tend's runs at 1,000: %v, %v", xs, err)
+	}
+	m, err := median(xs...)
+	if err != nil || m.num != xs[0].num {
+		t.Fatalf("median of one run: %+v, %v", m, err)
+	}
+	if lo, err := extreme(1)(xs); err != nil || lo.num != xs[0].num {
+		t.Fatalf("least: %+v, %v", lo, err)
+	}
+	// pm2 crashed at 10,000: its one run has no up_s, so the cell has no figure.
+	if _, err := s.each(p, "scale_10000.json", "tools.pm2.10000", "up_s"); !errors.Is(err, errLookup) {
+		t.Fatalf("a cell whose runs all failed: %v", err)
+	}
+}
