@@ -17,9 +17,11 @@ with random.Random(seed + run), the seed and order in the JSON):
             answered polls around the upgrade, with the upgrade's own wall time
             and whether every run kept its pid.
   tty       N programs with `tty = true` (each a pseudo-terminal), beside the
-            same N without: daemon PSS at rest and at peak (CellWatch, every
-            0.1 s) of each, PSS per tty run at peak = (tty peak - plain peak) /
-            N, and kernel.pty.max / kernel.pty.nr (before, at peak).  When
+            same N without: PSS of the daemon and its keeper (tend-keeper, which
+            holds the masters and shares the binary's pages) at rest and at peak
+            (CellWatch, every 0.1 s) of each, PSS per tty run at peak = (tty
+            peak - plain peak) / N, and kernel.pty.max / kernel.pty.nr (before,
+            at peak).  When
             pty.max is below N + 64, --pty-max raise sets it to 2N for the cell
             and restores it after (recorded); --pty-max keep leaves it, to see
             what tend says and does when it runs out (its log's head and tail kept).
@@ -236,6 +238,31 @@ def pty_counts():
     return H.read_int(PTY_MAX), H.read_int(PTY_NR)
 
 
+def keeper_pid(ad):
+    """The tty runs' keeper (docs/terminal.md: `tend-keeper`, the tend binary
+    again, which holds every master), from state_dir/keeper.pid, or None."""
+    try:
+        with open(os.path.join(ad.state, "keeper.pid")) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if H.alive(pid) else None
+
+
+def with_keeper(ad):
+    """Make the adapter's own processes the daemon and its keeper: the two
+    share the binary's pages, so the daemon's PSS alone drops when the keeper
+    starts; their sum is what the tty runs cost."""
+    quick = ad.supervisor_pids_quick
+
+    def pids():
+        k = keeper_pid(ad)
+        if k is not None:
+            H.tracker().add(k)
+        return quick() + ([k] if k is not None else [])
+    ad.supervisor_pids_quick = pids
+
+
 def tty(make, r, pty_mode):
     n = r["n"]
     r["pty_max"], r["pty_nr_before"] = pty_counts()
@@ -249,6 +276,7 @@ def tty(make, r, pty_mode):
     try:
         for kind, extra in (("plain", None), ("tty", {"tty": True})):
             ad, prog = make(extra_program=extra)
+            with_keeper(ad)
             watch = H.CellWatch(ad)
             watch.start()
             try:
@@ -261,7 +289,9 @@ def tty(make, r, pty_mode):
                 k["pty_nr"] = pty_counts()[1]
                 watch.phase = "settle"
                 time.sleep(S.SETTLE)
-                k["pss_kb"] = S.mem_sum(ad.supervisor_pids_quick())[1]
+                k["pss_kb"] = S.mem_sum(ad.supervisor_pids_quick())[1]  # daemon + keeper
+                kp = keeper_pid(ad)
+                k["keeper_pss_kb"] = S.mem_sum([kp])[1] if kp else 0
             finally:
                 watch.stop()
                 k.update(watch.result())
