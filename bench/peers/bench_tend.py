@@ -164,10 +164,11 @@ def recovery(make, r):
     ad.procs = [p for p in ad.procs if p.pid != old]
     t_start = time.time()
     ad.start()  # the same config: adopts the runs it finds
-    looks, last_adopted, listed = 0, 0, None
+    looks, last_adopted, listed, took = 0, 0, None, []
     while time.time() - t_kill < UP_TIMEOUT:
         a = time.time()
         now = running_pids(ad.sock)
+        took.append((time.time() - a) * 1000)
         looks += 1
         if now is not None:
             listed = len(now)
@@ -178,7 +179,9 @@ def recovery(make, r):
                 r["restart_to_adopted_ms"] = (t - t_start) * 1000
                 break
         time.sleep(max(0.005, 2 * (time.time() - a)))  # the poller takes at most a third of a core
+    # The resolution of recovery_ms: one look (a full listing at N) and the pause after it.
     r["looks"], r["adopted_with_old_pid"], r["listed_running"] = looks, last_adopted, listed
+    r["look_ms"] = H.summary(took)
     if "recovery_ms" not in r:
         raise RuntimeError("%d of %d adopted with their old pid after %.0f s" % (last_adopted, n, time.time() - t_kill))
     r["version"], r["settings"] = ad.version(), ad.settings()
