@@ -330,3 +330,102 @@ func extreme(sign float64) func(xs []fig) (fig, error) {
 		return fig{num: best, stamps: st}, nil
 	}
 }
+
+// spread is the template's `spread DIGITS FIGS`: a cell measured several
+// times as "median (least–most)", one run as its figure.
+func spread(digits int, xs []fig) (string, error) {
+	m, err := median(xs...)
+	if err != nil {
+		return "", err
+	}
+	if len(xs) == 1 {
+		return format(digits, m), nil
+	}
+	lo, err := extreme(1)(xs)
+	if err != nil {
+		return "", err
+	}
+	hi, err := extreme(-1)(xs)
+	if err != nil {
+		return "", err
+	}
+	return format(digits, m) + " (" + format(digits, lo) + "–" + format(digits, hi) + ")", nil
+}
+
+// loaded is the template's `loaded DIR FILE PATH`: " ⚠ load L" when any run
+// of the cell at PATH (or the object at PATH itself) began or ended above a
+// load average of 2 (the harness's mark), else "".
+func (s *source) loaded(dir, file, path string) (string, error) {
+	var worst fig
+	seen := false
+	for _, p := range []string{path, path + ".0", path + ".1", path + ".2", path + ".3", path + ".4"} {
+		for _, k := range []string{"load_start", "load_end"} {
+			f, err := s.value(dir, file, p+"."+k)
+			if err != nil || f.isStr {
+				continue
+			}
+			if !seen || f.num > worst.num {
+				worst, seen = f, true
+			}
+		}
+	}
+	if !seen || worst.num <= 2 {
+		return "", nil
+	}
+	return " ⚠ load " + format(1, worst), nil
+}
+
+// divall is the template's `divall FIGS BY`: every figure divided (kB to MiB).
+func divall(xs []fig, by any) ([]fig, error) {
+	d := arith(func(a, b float64) float64 { return a / b })
+	out := make([]fig, 0, len(xs))
+	for _, x := range xs {
+		y, err := d(x, by)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, y)
+	}
+	return out, nil
+}
+
+// outcome is the template's `outcome DIR FILE PATH FIELD DIGITS`: a cell's
+// runs as `spread` shows them, with how many failed and why (the first
+// run's error or stop_error); a cell whose every run failed shows the
+// error, never a figure.
+func (s *source) outcome(dir, file, path, field string, digits int) (string, error) {
+	var why fig
+	failed, runs := 0, 0
+	for i := 0; ; i++ {
+		p := path + "." + strconv.Itoa(i)
+		if _, err := s.value(dir, file, p+".n"); err != nil {
+			break
+		}
+		runs++
+		keys := []string{"error"}
+		if field == "stop_s" {
+			keys = append(keys, "stop_error")
+		}
+		for _, k := range keys {
+			if f, err := s.value(dir, file, p+"."+k); err == nil && f.isStr {
+				if failed == 0 {
+					why = f
+				}
+				failed++
+				break
+			}
+		}
+	}
+	xs, err := s.each(dir, file, path, field)
+	if err != nil {
+		if failed == 0 {
+			return "", err
+		}
+		return format(0, why), nil
+	}
+	out, err := spread(digits, xs)
+	if err != nil || failed == 0 {
+		return out, err
+	}
+	return out + fmt.Sprintf(" (%d of %d runs: ", failed, runs) + format(0, why) + ")", nil
+}

@@ -133,3 +133,38 @@ func TestEachReadsEveryRunOfACell(t *testing.T) {
 		t.Fatalf("a cell whose runs all failed: %v", err)
 	}
 }
+
+// peers-next.md.tmpl is the table for the harness's next full run: it must
+// read the JSON the harness writes now (a quick-mode fixture stands in for
+// the run, its sizes set in the template's header).
+func TestNextPeersTableReadsTheHarnessJSON(t *testing.T) {
+	b, err := os.ReadFile("peers-next.md.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := string(b)
+	for _, r := range [][2]string{
+		{`$p := "bench/peers/results/STAMP"`, `$p := "bench/peers/results/20261206T045826Z"`},
+		{`$n := "1000"`, `$n := "20"`}, {`$N := "10000"`, `$N := "20"`},
+		{`$S := "scale_100_1000.json"`, `$S := "scale_20.json"`}, {`$T := "scale_10000.json"`, `$T := "scale_20.json"`},
+		{`$rn := "1000"`, `$rn := "50"`}, {`$RN := "10000"`, `$RN := "50"`},
+		{`$un := "10000"`, `$un := "50"`}, {`$tn := "10000"`, `$tn := "30"`},
+	} {
+		if !strings.Contains(tmpl, r[0]) {
+			t.Fatalf("the template's header has no %s", r[0])
+		}
+		tmpl = strings.Replace(tmpl, r[0], r[1], 1)
+	}
+	out, err := render("testdata/next", tmpl)
+	if err != nil {
+		t.Fatalf("rendering against the fixture: %v", err)
+	}
+	if os.Getenv("READMETEST_SHOW") != "" {
+		t.Log(out)
+	}
+	for _, want := range []string{"`20261206T045826Z`", "p50 / p95 / p99", "cold: the first call", "met"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered table lacks %q:\n%s", want, out)
+		}
+	}
+}
