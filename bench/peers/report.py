@@ -47,6 +47,36 @@ def mp(s, d=1):
     return (f + " / " + f) % (s["median"], s["p95"])
 
 
+def mpp(s, d=2):
+    """median / p95 / p99 (n): p99 only where the harness recorded it"""
+    if not s or not s.get("n"):
+        return "n/a"
+    if "p99" not in s:
+        return mp(s, d)
+    f = "%%.%df" % d
+    return (f + " / " + f + " / " + f + " (n=%d)") % (s["median"], s["p95"], s["p99"], s["n"])
+
+
+def load_mark(rs):
+    """The load averages a row was measured under, marked when above 2."""
+    loads = [x for r in rs for x in (r.get("load_start"), r.get("load_end")) if x is not None]
+    if not loads:
+        return ""
+    hi = max(loads)
+    return ("**load %.1f** ⚠" if hi > H.LOADED else "load %.1f") % hi
+
+
+def stop_text(rs):
+    """Stop times, or "did not stop in 120 s" (the timeout plus the clean-up is no time)."""
+    errs = [r["stop_error"] for r in rs if r.get("stop_error")]
+    if errs:
+        return "%s (%d of %d)" % (errs[0], len(errs), len(rs))
+    v = [r["stop_s"] for r in rs if r.get("stop_s") is not None]
+    if v and max(v) >= 120:  # runs before the harness said so itself
+        return "did not stop in 120 s"
+    return mr(v)
+
+
 def mr(vals, d=1):
     """median (min-max) of a list of numbers"""
     v = [x for x in vals if x is not None]
@@ -83,10 +113,19 @@ def scale_section(L, scales):
         L.append("*(This run predates peak and cold measurement: every tool ran `/bin/sleep 100000` (s6 and "
                  "runit through a `/bin/sh` run script), PSS was read after the settle, before the idle window "
                  "and any listing, and the listings ran back to back after it.)*\n")
+    for sc in scales:
+        if sc.get("seed") is not None:
+            L.append("Cells of `%s` in the orders %s (shuffled with seeds %d…); harness descriptor limit %s "
+                     "(fs.nr_open %s). Cold = the first call after ≥ %.0f s without one (twice tend's %.0f s "
+                     "sample age) with the page cache dropped, for every tool; rows measured above load %.0f "
+                     "are marked ⚠.\n" % (
+                         os.path.basename(sc.get("_path", "scale")), "; ".join(" ".join(o) for o in sc.get("order", [])),
+                         sc["seed"], sc.get("harness_nofile", {}).get("after"), sc.get("harness_nofile", {}).get("fs_nr_open"),
+                         sc.get("cold_gap_s", 20), sc.get("tend_sample_age_s", 10), sc.get("loaded_above", 2)))
     L.append("| tool | N | runs | up (s) | up ×floor | supervisor procs | PSS MiB at rest / **peak** | "
-             "RSS-sum MiB at rest / peak | idle CPU % of a core | list ms **cold** / warm | "
-             "listing complete | stop (s) | left |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "RSS-sum MiB at rest / peak | idle CPU % of a core | list ms **cold: first** / cold median / warm | "
+             "listing complete | stop (s) | left | load |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     merged = {}
     for sc in scales:
         for t, byn in sc["tools"].items():
@@ -103,8 +142,8 @@ def scale_section(L, scales):
             ratio = "%.1f×" % (med(ups) / floor_up[n]) if ups and floor_up.get(n) else ""
             if t == "go-floor":
                 loops = [r.get("loop", {}).get("seconds") for r in runs if r.get("loop")]
-                L.append("| %s | %d | %d | %s (its loop: %s) | 1× |||||||||" % (
-                    tool_label(t), n, len(ups), mr(ups, 2), mr(loops, 2)))
+                L.append("| %s | %d | %d | %s (its loop: %s) | 1× ||||||||| %s |" % (
+                    tool_label(t), n, len(ups), mr(ups, 2), mr(loops, 2), load_mark(runs)))
                 continue
             good = [r for r in runs if "up_s" in r and "idle_cpu_ms" in r and "error" not in r]
             if not good:
@@ -113,8 +152,11 @@ def scale_section(L, scales):
                 if logs:
                     why += " (logs: %s)" % ", ".join("`%s`" % x for x in logs)
                 left = [r.get("left_behind") for r in runs if r.get("left_behind") is not None]
-                L.append("| %s | %d | %d | %s |||||||||%s |" % (tool_label(t), n, len(runs), why,
-                                                                  mr(left, 0) if left else ""))
+                nof = sorted(set(str(r.get("nofile")) for r in runs if r.get("nofile")))
+                if nof:
+                    why += " (descriptor limit %s)" % ", ".join(nof)
+                L.append("| %s | %d | %d | %s |||||||||%s | %s |" % (tool_label(t), n, len(runs), why,
+                                                                       mr(left, 0) if left else "", load_mark(runs)))
                 continue
             idle_pct = [100 * r["idle_cpu_ms"] / 1000 / r["idle_s"] for r in good]
             pss = mr([r["pss_kb"] / 1024 for r in good])
@@ -124,18 +166,55 @@ def scale_section(L, scales):
                 rss += " / %s" % mr([r["peak_rss_kb"] / 1024 for r in good], 0)
             lst = mr([r["list_ms"]["median"] for r in good], 0)
             if all("list_cold_ms" in r for r in good):
-                lst = "**%s** / %s" % (mr([r["list_cold_ms"]["median"] for r in good], 0), lst)
+                lst = "%s / %s" % (mr([r["list_cold_ms"]["median"] for r in good], 0), lst)
+                first = [r.get("list_cold_first_ms") or (r.get("list_cold_samples_ms") or [None])[0] for r in good]
+                lst = "**%s** / %s" % (mr(first, 0), lst)
             left = [r.get("left_behind") for r in good if r.get("left_behind") is not None]
-            L.append("| %s | %d | %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %d | %d | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 tool_label(t), n, len(good), mr(ups), ratio, good[0]["nproc"], pss, rss,
                 mr(idle_pct, 3), lst, "yes" if all(r["listed_ok"] for r in good) else "NO",
-                mr([r["stop_s"] for r in good]), mr(left, 0) if left else "n/a"))
+                stop_text(good), mr(left, 0) if left else "n/a", load_mark(good)))
     L.append("")
     peaks = ["%s N=%s %s" % (t, n, "/".join(sorted(set(r.get("peak_pss_phase") or "?" for r in runs))))
              for t in ordered(merged) for n, runs in sorted(merged[t].items())
              if any(r.get("peak_pss_phase") for r in runs) and t != "go-floor"]
     if peaks:
         L.append("Phase of the PSS peak: " + "; ".join(peaks) + ".\n")
+
+
+def tend_section(L, d):
+    """Section 6: the rows only tend has (bench_tend.py)."""
+    ph = d.get("phases", {})
+    L.append("## 6. tend only: recovery, upgrade pause, tty fleet, audit growth, the VM lane\n")
+    L.append("Cells shuffled with seed %s; median (min–max) over runs; rows above load %.0f marked ⚠.\n"
+             % (d.get("seed"), d.get("loaded_above", 2)))
+    L.append("| measure | N | runs | result | load |")
+    L.append("|---|---|---|---|---|")
+
+    def rows(name, label, key, unit, digits=0):
+        for n, rs in sorted(ph.get(name, {}).items(), key=lambda x: int(x[0])):
+            errs = [r["error"] for r in rs if r.get("error")]
+            v = [r.get(key) for r in rs if r.get(key) is not None]
+            L.append("| %s | %s | %d | %s%s | %s |" % (label, n, len(rs), mr(v, digits) + " " + unit if v else "",
+                                                       (" failed: " + "; ".join(errs)) if errs else "", load_mark(rs)))
+    rows("recovery", "daemon SIGKILLed → `tend up` again → every run listed running with its old pid",
+         "recovery_ms", "ms")
+    rows("upgrade", "`tend upgrade`: the longest gap between answered `GET /healthz` polls (every %s ms)"
+         % d.get("poll_ms"), "longest_gap_ms", "ms", 1)
+    rows("upgrade", "`tend upgrade` as the client waits", "upgrade_ms", "ms")
+    rows("tty", "tty runs: daemon PSS added per tty run at peak (kernel.pty.max %s, mode %s)"
+         % (d.get("kernel_pty_max"), d.get("pty_max_mode")), "pss_per_tty_run_at_peak_kb", "KiB", 1)
+    a = ph.get("audit")
+    if a:
+        L.append("| audit directory growth under churn (%s) | — | 1 | %s | |" % (
+            a.get("command", ""), "%.1f MiB per hour at %.0f programs per hour" % (
+                a["audit_bytes_per_hour"] / 2**20, a.get("programs_per_hour", 0))
+            if a.get("audit_bytes_per_hour") is not None else a.get("error", "n/a")))
+    v = ph.get("vm")
+    if v:
+        L.append("| 1,000-program start in the VM lane's guest | 1000 | 1 | %s | |" % (
+            v.get("skipped") or json.dumps(v.get("guest"))))
+    L.append("")
 
 
 def main():
@@ -151,8 +230,13 @@ def main():
     lat = load(os.path.join(rd, "latency.json"))
     crash = load(os.path.join(rd, "crashloop.json"))
     tini = load(os.path.join(rd, "tini.json"))
-    scales = [load(p) for p in sorted(glob.glob(os.path.join(rd, "scale*.json")))]
-    scales = [s for s in scales if s]
+    scales = []
+    for p in sorted(glob.glob(os.path.join(rd, "scale*.json"))):
+        sc = load(p)
+        if sc:
+            sc["_path"] = p
+            scales.append(sc)
+    tend = load(os.path.join(rd, "tend.json"))
     floor = []
     if os.path.exists(os.path.join(rd, "floor.jsonl")):
         for line in open(os.path.join(rd, "floor.jsonl")):
@@ -204,18 +288,21 @@ def main():
         if not new:
             L.append("*(This run predates the direct exec: every tool ran `/bin/sleep 1000`, s6 and runit "
                      "through a `/bin/sh` run script, one more exec before the program.)*\n")
-        L.append("| tool | **kill→fork** | kill→exec | execs | kill→old exits | "
-                 "kill→status API shows new pid | kill→CLI shows new pid | one CLI call | failures |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        if lat.get("seed") is not None:
+            L.append("Tools in the order %s (shuffled with seed %d).\n" % (", ".join(lat.get("order", [])), lat["seed"]))
+        L.append("| tool | **kill→fork** (p50 / p95 / p99) | kill→exec | execs | kill→old exits | "
+                 "kill→status API shows new pid | kill→CLI shows new pid | one CLI call | failures | load |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         for t in ordered(lat["tools"]):
             r = lat["tools"][t]
             if "skipped" in r:
                 L.append("| %s | skipped: %s ||||||||" % (tool_label(t), r["skipped"]))
                 continue
             execs = "/".join(str(x) for x in r["execs"]) if "execs" in r else "n/a"
-            L.append("| %s | **%s** | %s | %s | %s | %s | %s | %s | %d |" % (
-                tool_label(t), mp(r["fork_ms"], 2), mp(r["exec_ms"], 2), execs, mp(r["exit_ms"], 2),
-                mp(r["status_ms"]), mp(r["cli_ms"]), mp(r["cli_call_ms"]), r["failures"]))
+            L.append("| %s | **%s** | %s | %s | %s | %s | %s | %s | %d%s | %s |" % (
+                tool_label(t), mpp(r["fork_ms"], 2), mp(r["exec_ms"], 2), execs, mp(r["exit_ms"], 2),
+                mp(r["status_ms"]), mp(r["cli_ms"]), mp(r["cli_call_ms"]), r["failures"],
+                " (%s)" % r["error"] if r.get("error") else "", load_mark([r])))
         if any(t.startswith("s6") and "skipped" not in r for t, r in lat["tools"].items()):
             L.append("\ns6's status API column is one `s6-svstat -p` exec per look (s6 has no "
                      "persistent status client), so it is quantised by that exec (4–7 ms on this VM) "
@@ -249,6 +336,40 @@ def main():
                     mp(r["waiting_backoff_ms"], 0), mp(r["waiting_past_backoff_ms"], 2), r["failures"]))
             L.append("")
 
+    bg = (lat or {}).get("background")
+    if bg:
+        L.append("### 1c. kill → fork with %d other programs supervised\n" % bg["others"])
+        L.append("| tool | **kill→fork** (p50 / p95 / p99) | kill→exec | failures | load |")
+        L.append("|---|---|---|---|---|")
+        for t in ordered(bg["tools"]):
+            r = bg["tools"][t]
+            if "skipped" in r:
+                L.append("| %s | skipped: %s |||||" % (tool_label(t), r["skipped"]))
+                continue
+            L.append("| %s | **%s** | %s | %d%s | %s |" % (
+                tool_label(t), mpp(r["fork_ms"], 2), mpp(r["exec_ms"], 2), r["failures"],
+                " (%s)" % r["error"] if r.get("error") else "", load_mark([r])))
+        L.append("")
+    mass = (lat or {}).get("mass")
+    if mass:
+        L.append("### 1d. %d programs SIGKILLed at once: until every one is replaced\n" % mass["n"])
+        L.append("From the first kill(2) until the last replacement exec'd the program (kernel events); "
+                 "median (min–max) over %d runs; the kill loop's own time beside.\n" % mass["runs"])
+        L.append("| tool | all replaced (ms) | each replacement's kill→exec, p50 of the last run | kill loop (ms) | load |")
+        L.append("|---|---|---|---|---|")
+        for t in ordered(mass["tools"]):
+            r = mass["tools"][t]
+            if "skipped" in r:
+                L.append("| %s | skipped: %s ||||" % (tool_label(t), r["skipped"]))
+                continue
+            runs = r.get("runs", [])
+            errs = [x["error"] for x in runs if x.get("error")] + ([r["error"]] if r.get("error") else [])
+            L.append("| %s | %s%s | %s | %s | %s |" % (
+                tool_label(t), mr([x.get("all_replaced_ms") for x in runs], 0), " (%s)" % "; ".join(errs) if errs else "",
+                mp(runs[-1]["each_exec_ms"], 0) if runs else "n/a", mr([x["kill_loop_ms"] for x in runs], 1),
+                load_mark([r])))
+        L.append("")
+
     if crash:
         L.append("## 2. Crash-loop restart throughput (`/bin/false`, all backoff minimised)\n")
         L.append("%d runs × %.0f s window per tool (fresh supervisor each run, %.0f s warm-up). "
@@ -273,6 +394,9 @@ def main():
 
     if scales:
         scale_section(L, scales)
+
+    if tend:
+        tend_section(L, tend)
 
     if floor:
         L.append("## 4. Physical limit of this machine (no supervisor)\n")

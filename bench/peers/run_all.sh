@@ -3,13 +3,14 @@
 # render RESULTS.md.  Results land in results/<UTC timestamp>/.
 # Env knobs: TMPDIR (where every supervisor's working directory goes; default /tmp),
 #            TOOLS, LAT_DEFAULT_TOOLS, SCALE_TOOLS, SCALE10K_TOOLS (comma lists of adapters),
-#            TEND_BIN, REPS, CLI_REPS, DEFAULT_REPS, CRASH_RUNS, SCALE_NS, SCALE_RUNS, SCALE_IDLE,
-#            SCALE_LISTS, UP_TIMEOUT_10K, FLOOR_RUNS, SKIP (space list of
-#            floor latency crashloop scale scale10k tini).
-# Must run as root (kernel proc connector).  Typical wall time with the defaults on a
-# quiet 2-vCPU VM: about 1 h 10 min (results/20261203T202406Z: 71 min; the 150 s idle
-# windows are ~35 min of it; the N=10,000 cell ~25 min, more when a tool uses its whole
-# 10 min to start).
+#            TEND_BIN, REPS, CLI_REPS, DEFAULT_REPS, BG_OTHERS, MASS_N, MASS_RUNS, CRASH_RUNS,
+#            SCALE_NS, SCALE_RUNS, SCALE_IDLE, SCALE_LISTS, UP_TIMEOUT_10K, FLOOR_RUNS,
+#            TEND_NS, TEND_UPGRADE_NS, TEND_TTY_NS, TEND_RUNS, AUDIT_DURATION, AUDIT_TOTAL, PTY_MAX (raise|keep),
+#            TEND_SAMPLE_AGE (s; cold = 2x it), VM_LANE_CMD, SEED, SKIP (space list of
+#            floor latency crashloop scale scale10k tini tend).
+# Must run as root (kernel proc connector; drop_caches; fs.nr_open).  Wall time with the
+# defaults on a quiet 2-vCPU VM: about 7-8 hours (README.md says how it adds up); a quiet
+# machine is part of the method: rows measured above load 2 are marked.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
@@ -17,9 +18,13 @@ TOOLS="${TOOLS:-tend,tend-nocgroup,supervisord,pm2,s6,s6-noready,runit}"
 LAT_DEFAULT_TOOLS="${LAT_DEFAULT_TOOLS:-tend,tend-nocgroup}"
 SCALE_TOOLS="${SCALE_TOOLS:-tend,tend-nocgroup,supervisord,pm2,s6,runit,go-floor}"
 SCALE10K_TOOLS="${SCALE10K_TOOLS:-tend,tend-nocgroup,s6,runit,supervisord,pm2,go-floor}"
-REPS="${REPS:-30}"; CLI_REPS="${CLI_REPS:-10}"; DEFAULT_REPS="${DEFAULT_REPS:-20}"; CRASH_RUNS="${CRASH_RUNS:-3}"
-SCALE_NS="${SCALE_NS:-100,1000}"; SCALE_RUNS="${SCALE_RUNS:-1}"; SCALE_IDLE="${SCALE_IDLE:-150}"
+REPS="${REPS:-200}"; CLI_REPS="${CLI_REPS:-10}"; DEFAULT_REPS="${DEFAULT_REPS:-20}"; CRASH_RUNS="${CRASH_RUNS:-3}"
+BG_OTHERS="${BG_OTHERS:-1000}"; MASS_N="${MASS_N:-1000}"; MASS_RUNS="${MASS_RUNS:-3}"
+SCALE_NS="${SCALE_NS:-100,1000}"; SCALE_RUNS="${SCALE_RUNS:-3}"; SCALE_IDLE="${SCALE_IDLE:-150}"
 SCALE_LISTS="${SCALE_LISTS:-5}"; UP_TIMEOUT_10K="${UP_TIMEOUT_10K:-600}"; FLOOR_RUNS="${FLOOR_RUNS:-3}"
+TEND_NS="${TEND_NS:-1000,10000}"; TEND_UPGRADE_NS="${TEND_UPGRADE_NS:-10000}"; TEND_TTY_NS="${TEND_TTY_NS:-10000}"
+TEND_RUNS="${TEND_RUNS:-3}"; AUDIT_DURATION="${AUDIT_DURATION:-1h}"; AUDIT_TOTAL="${AUDIT_TOTAL:-100000}"; PTY_MAX="${PTY_MAX:-raise}"
+SEED="${SEED:-$(date +%s)}"   # every script's order is shuffled from it (recorded in env.txt and the JSON)
 SKIP="${SKIP:-}"
 [ "$(id -u)" = 0 ] || { echo "run as root (proc connector needs CAP_NET_ADMIN)"; exit 1; }
 ./setup.sh
@@ -50,9 +55,14 @@ fi
   echo "python3 $($PY --version 2>&1)   $(go version)"
   echo "program: programs/sleeper.c (sha256 $(sha256sum programs/sleeper.c | cut -c1-12)), gcc -O2"
   echo "pid_max: $(cat /proc/sys/kernel/pid_max)   descriptors: $(ulimit -Sn)/$(ulimit -Hn)"
+  echo "fs.nr_open: $(cat /proc/sys/fs/nr_open)   kernel.pty.max: $(cat /proc/sys/kernel/pty/max)   CapEff: $(awk '/CapEff/{print $2}' /proc/self/status)"
+  echo "tend sample age: ${TEND_SAMPLE_AGE:-10} s (cold calls after twice that, page cache dropped)"
   echo "knobs: TOOLS=$TOOLS LAT_DEFAULT_TOOLS=$LAT_DEFAULT_TOOLS SCALE_TOOLS=$SCALE_TOOLS SCALE10K_TOOLS=$SCALE10K_TOOLS"
-  echo "       REPS=$REPS CLI_REPS=$CLI_REPS DEFAULT_REPS=$DEFAULT_REPS CRASH_RUNS=$CRASH_RUNS SCALE_NS=$SCALE_NS"
-  echo "       SCALE_RUNS=$SCALE_RUNS SCALE_IDLE=$SCALE_IDLE SCALE_LISTS=$SCALE_LISTS UP_TIMEOUT_10K=$UP_TIMEOUT_10K SKIP=$SKIP"
+  echo "       REPS=$REPS CLI_REPS=$CLI_REPS DEFAULT_REPS=$DEFAULT_REPS BG_OTHERS=$BG_OTHERS MASS_N=$MASS_N MASS_RUNS=$MASS_RUNS"
+  echo "       CRASH_RUNS=$CRASH_RUNS SCALE_NS=$SCALE_NS SCALE_RUNS=$SCALE_RUNS SCALE_IDLE=$SCALE_IDLE SCALE_LISTS=$SCALE_LISTS"
+  echo "       UP_TIMEOUT_10K=$UP_TIMEOUT_10K TEND_NS=$TEND_NS TEND_UPGRADE_NS=$TEND_UPGRADE_NS TEND_TTY_NS=$TEND_TTY_NS"
+  echo "       TEND_RUNS=$TEND_RUNS AUDIT_DURATION=$AUDIT_DURATION AUDIT_TOTAL=$AUDIT_TOTAL PTY_MAX=$PTY_MAX SEED=$SEED SKIP=$SKIP"
+  echo "       VM_LANE_CMD=${VM_LANE_CMD:-(unset: the VM row is not run)}"
   work="${TMPDIR:-/tmp}"
   fs="$(findmnt -no SOURCE,FSTYPE,OPTIONS -T "$work" 2>/dev/null || echo '?')"
   journal=""
@@ -68,20 +78,27 @@ cat "$out/env.txt"
 skip() { [[ " $SKIP " == *" $1 "* ]]; }
 skip floor     || floor/run_floor.sh "$out/floor.jsonl" "$FLOOR_RUNS" 5 500
 skip latency   || $PY bench_latency.py --tools "$TOOLS" --reps "$REPS" --cli-reps "$CLI_REPS" \
-                    --default-tools "$LAT_DEFAULT_TOOLS" --default-reps "$DEFAULT_REPS" --out "$out/latency.json"
-skip crashloop || $PY bench_crashloop.py --tools "$TOOLS" --runs "$CRASH_RUNS" --out "$out/crashloop.json"
+                    --default-tools "$LAT_DEFAULT_TOOLS" --default-reps "$DEFAULT_REPS" \
+                    --background "$BG_OTHERS" --mass "$MASS_N" --mass-runs "$MASS_RUNS" --seed "$SEED" \
+                    --out "$out/latency.json"
+skip crashloop || $PY bench_crashloop.py --tools "$TOOLS" --runs "$CRASH_RUNS" --seed "$SEED" --out "$out/crashloop.json"
 skip tini      || $PY bench_tini.py --reps "$REPS" --out "$out/tini.json"
 if ! skip scale; then
   $PY bench_scale.py --tools "$SCALE_TOOLS" --ns "$SCALE_NS" --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" \
-    --lists "$SCALE_LISTS" --out "$out/scale_${SCALE_NS//,/_}.json"
+    --lists "$SCALE_LISTS" --seed "$SEED" --deadline 43200 --out "$out/scale_${SCALE_NS//,/_}.json"
 fi
-# N=10,000: one run per tool, 10 minutes for every program to run (else the cell says
-# "did not finish in 10 min"), 3 listings cold and 3 warm (s6's is one s6-svstat exec
-# per service).
+# N=10,000: SCALE_RUNS runs per tool, 10 minutes for every program to run (else the cell
+# says "did not finish in 10 min"), 3 listings cold and 3 warm (s6's is one s6-svstat
+# exec per service).
 if ! skip scale10k && [ -n "$SCALE10K_TOOLS" ]; then
-  $PY bench_scale.py --tools "$SCALE10K_TOOLS" --ns 10000 --runs 1 --idle "$SCALE_IDLE" --lists 3 \
-    --up-timeout "$UP_TIMEOUT_10K" --deadline 9000 --out "$out/scale_10000.json"
+  $PY bench_scale.py --tools "$SCALE10K_TOOLS" --ns 10000 --runs "$SCALE_RUNS" --idle "$SCALE_IDLE" --lists 3 \
+    --up-timeout "$UP_TIMEOUT_10K" --seed "$SEED" --deadline 43200 --out "$out/scale_10000.json"
 fi
+# The rows only tend has: recovery after the daemon's SIGKILL, the upgrade's pause seen
+# by a client, 10,000 tty runs, audit growth under churn, the VM lane's start (hook).
+skip tend || $PY bench_tend.py --ns "$TEND_NS" --upgrade-ns "$TEND_UPGRADE_NS" --tty-ns "$TEND_TTY_NS" \
+               --runs "$TEND_RUNS" --pty-max "$PTY_MAX" --audit-duration "$AUDIT_DURATION" --audit-total "$AUDIT_TOTAL" --seed "$SEED" \
+               --out "$out/tend.json"
 echo "finished: $(date -u +%FT%TZ)   loadavg: $(cat /proc/loadavg)" >> "$out/env.txt"
 notes=()
 [ -f NOTES.md ] && notes=(--notes NOTES.md)

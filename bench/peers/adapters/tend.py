@@ -90,6 +90,7 @@ def _toml_str(s):
 class Tend(Adapter):
     name = "tend"
     extra_defaults = {}
+    extra_program = {}   # keys written in every [program.NAME] (bench_tend.py: tty = true)
     cgroup = None        # [daemon] cgroup; None leaves it at its default ("auto")
     zero_backoff = True  # False: every restart key at its default
 
@@ -122,6 +123,8 @@ class Tend(Adapter):
                       "hard_max_crashes", "clean_restart_budget"):
                 d.pop(k)
             d["defaults"] = "every restart key at its default"
+        if self.extra_program:
+            d["program"] = dict(self.extra_program)
         if self.extra_defaults:
             d["defaults"] = dict(self.extra_defaults)
         else:
@@ -146,7 +149,8 @@ class Tend(Adapter):
         lines.append("")
         for p in programs:
             lines += ["[program.%s]" % p.name,
-                      "command = [%s]" % ", ".join(_toml_str(a) for a in p.argv), ""]
+                      "command = [%s]" % ", ".join(_toml_str(a) for a in p.argv)]
+            lines += ["%s = %s" % (k, _toml_str(v)) for k, v in self.extra_program.items()] + [""]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines))
         self._conn = None
