@@ -24,6 +24,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -42,15 +43,19 @@ type Tree interface {
 	Forget(leader int)
 }
 
-// How fresh a process tree must be: a single status reads it anew, a list of
-// a thousand (or an announcement) may reuse samples up to a second old, and
-// a listing answered before its refresh (Listing) samples up to listStale
-// old: a poller slower than once a second must not pay a full sampling of
-// the fleet on every call.
+// How fresh a process tree must be (docs/status.md#how-fresh-the-processes-are):
+// a single status reads it anew; an announcement, or a Select, may reuse a
+// sample up to a second old; a listing (Listing) answers with the last
+// sample of each run whatever its age, and has the runs sampled again
+// after its answer. A listing never waits on sampling it could have done
+// before: the first `tend ps` after an hour of quiet costs what a warm one
+// costs, and an idle daemon still reads nothing. Only a run with no sample
+// of its own yet (its announcement's has not been taken) is read in the
+// request.
 const (
 	statusTreeAge = 0
 	listTreeAge   = time.Second
-	listStale     = 10 * time.Second
+	listAnyAge    = time.Duration(math.MaxInt64)
 )
 
 // Interval is the least time between two status_changed of one instance.

@@ -9,7 +9,7 @@ import (
 )
 
 // Refreshing after the answer (stale-while-revalidate). A listing answers
-// from the process samples it finds, up to listStale old, and once its
+// from the process samples it finds, whatever their age, and once its
 // answer is written the runs it listed are sampled again, so the next
 // listing finds them fresh: cold listings cost what warm ones do, and the
 // sampling, three file reads a run, happens while nobody waits for it.
