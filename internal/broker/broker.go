@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -78,7 +79,8 @@ type Broker struct {
 	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
 	due     map[*entry]struct{} // entries with a change not announced yet
 
-	refresher refresher // samples again after a Listing's answer
+	refresher refresher    // samples again after a Listing's answer
+	serving   atomic.Int32 // lists being derived and written: a refresh waits for them (refresh.go)
 }
 
 type entry struct {

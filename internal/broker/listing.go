@@ -40,6 +40,7 @@ func (l *List) Written() {
 }
 
 func (l *List) release() {
+	l.b.serving.Add(-1)
 	clear(l.snaps) // keep no snapshot of the past alive
 	*l.kept = l.snaps[:0]
 	listPool.Put(l.kept)
@@ -61,6 +62,7 @@ func (b *Broker) Listing(agentsOnly bool, labels program.LabelSelector) *List {
 }
 
 func (b *Broker) list(sel selection, maxAge time.Duration) *List {
+	b.serving.Add(1)
 	kept := listPool.Get().(*[]*program.Snapshot)
 	snaps := b.collect((*kept)[:0], sel.agentsOnly, sel.labels)
 	return &List{b: b, snaps: snaps, now: b.now(), maxAge: maxAge, sel: sel, kept: kept}

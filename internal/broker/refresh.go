@@ -98,13 +98,31 @@ func (b *Broker) AfterRefresh(fn func()) {
 }
 
 // refresh samples again the live runs of sel whose samples are older than
-// listTreeAge (those a listing would sample itself). It uses one core: the
-// other is left to whatever request comes meanwhile.
+// listTreeAge (those a listing would sample itself). It uses one core, and
+// steps aside while a list is being written: a poller's next call, which
+// comes while ten thousand runs are being read, does not share its core
+// with them.
 func (b *Broker) refresh(sel selection) {
 	runs := b.liveRuns(sel)
 	now := b.now()
 	for _, r := range runs {
+		b.yieldToLists()
 		b.sample(r, now, listTreeAge)
+	}
+}
+
+// listYield bounds how long a refresh waits for lists being written before
+// it reads its next run: lists one after the other without a pause do not
+// keep the samples from being refreshed.
+var listYield = 50 * time.Millisecond
+
+// yieldToLists waits, up to listYield, while a list is being written.
+func (b *Broker) yieldToLists() {
+	if b.serving.Load() == 0 {
+		return
+	}
+	for deadline := time.Now().Add(listYield); b.serving.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Microsecond)
 	}
 }
 

@@ -360,3 +360,33 @@ func TestListingNeverReusesAnEarlierRunsSample(t *testing.T) {
 		t.Errorf("%d samples, want 2 (the new run's, read by the listing)", got)
 	}
 }
+
+// A refresh steps aside while a list is being written: the next caller's
+// list does not share a core with ten thousand reads.
+func TestRefreshWaitsForListsBeingWritten(t *testing.T) {
+	old := listYield
+	listYield = time.Hour // no bound: only the list's end lets the refresh go on
+	t.Cleanup(func() { listYield = old })
+	b, c, ss := sampled(t, 3)
+	l := b.Listing(false, nil)
+	statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	before := taken(ss)
+
+	c.add(time.Minute)
+	first := b.Listing(false, nil)
+	statuses(first)
+	second := b.Listing(false, nil) // the next caller's, being written
+	first.Written()                 // asks for the refresh
+	time.Sleep(20 * time.Millisecond)
+	if got := taken(ss); got != before {
+		t.Errorf("the refresh read %d runs while a list was being written", got-before)
+	}
+	statuses(second)
+	second.Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != before+3 {
+		t.Errorf("after the list: %d runs refreshed, want 3", got-before)
+	}
+}
