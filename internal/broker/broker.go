@@ -81,6 +81,7 @@ type Broker struct {
 
 	refresher refresher    // samples again after a Listing's answer
 	serving   atomic.Int32 // lists being derived and written: a refresh waits for them (refresh.go)
+	served    atomic.Int64 // when the last list was written (Unix ns, the real clock)
 }
 
 type entry struct {

@@ -40,6 +40,7 @@ func (l *List) Written() {
 }
 
 func (l *List) release() {
+	l.b.served.Store(time.Now().UnixNano())
 	l.b.serving.Add(-1)
 	clear(l.snaps) // keep no snapshot of the past alive
 	*l.kept = l.snaps[:0]

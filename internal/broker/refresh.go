@@ -99,9 +99,10 @@ func (b *Broker) AfterRefresh(fn func()) {
 
 // refresh samples again the live runs of sel whose samples are older than
 // listTreeAge (those a listing would sample itself). It uses one core, and
-// steps aside while a list is being written: a poller's next call, which
-// comes while ten thousand runs are being read, does not share its core
-// with them.
+// steps aside while lists are being asked for: back-to-back calls (an
+// operator's, a poller's) do not share the machine with ten thousand reads
+// and the collections their garbage brings; the reads go on once the calls
+// pause.
 func (b *Broker) refresh(sel selection) {
 	runs := b.liveRuns(sel)
 	now := b.now()
@@ -111,19 +112,25 @@ func (b *Broker) refresh(sel selection) {
 	}
 }
 
-// listYield bounds how long a refresh waits for lists being written before
-// it reads its next run: lists one after the other without a pause do not
-// keep the samples from being refreshed.
-var listYield = 50 * time.Millisecond
+// listYield bounds how long a refresh waits for lists before it reads its
+// next run: lists one after the other without a pause slow the refresh
+// down to a run each listYield, never stop it. listGap is the pause after
+// a list that says the calls have stopped for now.
+var (
+	listYield = 50 * time.Millisecond
+	listGap   = 100 * time.Millisecond
+)
 
-// yieldToLists waits, up to listYield, while a list is being written.
+// yieldToLists waits, up to listYield, while a list is being written or
+// was written less than listGap ago.
 func (b *Broker) yieldToLists() {
-	if b.serving.Load() == 0 {
-		return
+	for deadline := time.Now().Add(listYield); b.listsBusy() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
-	for deadline := time.Now().Add(listYield); b.serving.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(500 * time.Microsecond)
-	}
+}
+
+func (b *Broker) listsBusy() bool {
+	return b.serving.Load() > 0 || time.Since(time.Unix(0, b.served.Load())) < listGap
 }
 
 // liveRuns lists the live runs of sel, taken under the lock: a refresh of
