@@ -23,7 +23,7 @@ directory from one shell loop (one exec each), as bench_scale.py lists them.
 
 Runs as root (drop_caches; runit's and s6's supervisors). One command:
 
-  sudo bench/peers/bench_firstcall.py                  # about 1 h 15 min
+  sudo bench/peers/bench_firstcall.py                  # about 1 h 45 min (s6 at 10,000 is 15 s a listing)
   sudo bench/peers/bench_firstcall.py -quick           # a minute or two: proves it works
   ... --out results/STAMP/firstcall.json               # raw samples, with the machine's figures
 
