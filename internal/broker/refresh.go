@@ -104,11 +104,9 @@ func (b *Broker) AfterRefresh(fn func()) {
 // and the collections their garbage brings; the reads go on once the calls
 // pause.
 func (b *Broker) refresh(sel selection) {
-	runs := b.liveRuns(sel)
-	now := b.now()
-	for _, r := range runs {
+	for _, r := range b.liveRuns(sel) {
 		b.yieldToLists()
-		b.sample(r, now, listTreeAge)
+		b.sample(r, b.now(), listTreeAge) // as of now: a refresh that stepped aside may take a while
 	}
 }
 
