@@ -36,7 +36,7 @@ func build(ctx context.Context, root, dir string) (binaries, error) {
 	b := binaries{tend: filepath.Join(dir, "tend"), floor: filepath.Join(dir, "floor"), src: measure.ReadSource(root)}
 	for _, p := range []struct{ out, pkg string }{{b.tend, "./cmd/tend"}, {b.floor, "./bench/churn/floor"}} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", p.out, p.pkg)
-		cmd.Dir = root
+		cmd.Dir, cmd.Env = root, measure.StaticEnv()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("go build %s: %w\n%s", p.pkg, err, out)
 		}

@@ -39,7 +39,7 @@ export PEERS_SLEEPER="$bins/sleeper"
 export PEERS_FLOOR_BIN="$bins/peersfloor"
 # tend: build the binary once for every script (unless TEND_BIN is given)
 if [[ ",$TOOLS,$SCALE_TOOLS,$SCALE10K_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
-  (cd ../.. && go build -o "$bins/tend" ./cmd/tend)
+  (cd ../.. && CGO_ENABLED=0 go build -o "$bins/tend" ./cmd/tend)  # static, as shipped (README)
   export TEND_BIN="$bins/tend"
   export TEND_REV="$(git -C ../.. describe --always --dirty 2>/dev/null || echo '?')"
 fi

@@ -91,8 +91,14 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
+// goBuild builds static binaries (CGO_ENABLED=0), as tend is shipped.
 func goBuild(ctx context.Context, dir, out, pkg string) error {
-	return command(ctx, dir, goTool(), "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, pkg)
+	cmd.Dir, cmd.Env = dir, measure.StaticEnv()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // goTool is the go command on PATH: go test puts its own toolchain's

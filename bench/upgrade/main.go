@@ -104,6 +104,7 @@ func run(o *results, out string) error {
 	defer os.RemoveAll(work)
 	bin := filepath.Join(work, "tend")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tend")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as shipped (README)
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, b)

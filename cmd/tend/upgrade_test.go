@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -223,7 +224,14 @@ func TestUpgradeKeepsEverything(t *testing.T) {
 	if upgraded != 1 {
 		t.Errorf("%d upgraded events:\n%s", upgraded, dump(evs))
 	}
-	checkLines(t, filepath.Join(dir, ".tend", "logs", "counter-0.log"))
+	counterLog := filepath.Join(dir, ".tend", "logs", "counter-0.log")
+	// The counter's lines from before, across and after the upgrade, a
+	// hundred at least: a fast upgrade is over before it wrote that many.
+	testutil.Eventually(t, "the counter to write 100 lines", func() bool {
+		b, _ := os.ReadFile(counterLog)
+		return bytes.Count(b, []byte(" | line ")) >= 100
+	})
+	checkLines(t, counterLog)
 	downAndGone(t, c, up, after)
 }
 

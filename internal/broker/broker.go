@@ -24,9 +24,11 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
@@ -42,15 +44,19 @@ type Tree interface {
 	Forget(leader int)
 }
 
-// How fresh a process tree must be: a single status reads it anew, a list of
-// a thousand (or an announcement) may reuse samples up to a second old, and
-// a listing answered before its refresh (Listing) samples up to listStale
-// old: a poller slower than once a second must not pay a full sampling of
-// the fleet on every call.
+// How fresh a process tree must be (docs/status.md#how-fresh-the-processes-are):
+// a single status reads it anew; an announcement, or a Select, may reuse a
+// sample up to a second old; a listing (Listing) answers with the last
+// sample of each run whatever its age, and has the runs sampled again
+// after its answer. A listing never waits on sampling it could have done
+// before: the first `tend ps` after an hour of quiet costs what a warm one
+// costs, and an idle daemon still reads nothing. Only a run with no sample
+// of its own yet (its announcement's has not been taken) is read in the
+// request.
 const (
 	statusTreeAge = 0
 	listTreeAge   = time.Second
-	listStale     = 10 * time.Second
+	listAnyAge    = time.Duration(math.MaxInt64)
 )
 
 // Interval is the least time between two status_changed of one instance.
@@ -73,7 +79,9 @@ type Broker struct {
 	agents  map[string]*entry   // the entries that are agents: the only ones whose turn changes on its own
 	due     map[*entry]struct{} // entries with a change not announced yet
 
-	refresher refresher // samples again after a Listing's answer
+	refresher refresher    // samples again after a Listing's answer
+	serving   atomic.Int32 // lists being derived and written: a refresh waits for them (refresh.go)
+	served    atomic.Int64 // when the last list was written (Unix ns, the real clock)
 }
 
 type entry struct {

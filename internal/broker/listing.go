@@ -40,6 +40,8 @@ func (l *List) Written() {
 }
 
 func (l *List) release() {
+	l.b.served.Store(time.Now().UnixNano())
+	l.b.serving.Add(-1)
 	clear(l.snaps) // keep no snapshot of the past alive
 	*l.kept = l.snaps[:0]
 	listPool.Put(l.kept)
@@ -52,15 +54,16 @@ var listPool = sync.Pool{New: func() any { return new([]*program.Snapshot) }}
 // Listing is the list of the instances that match (agentsOnly keeps the
 // agents, labels those whose program has all of them), answered without
 // waiting for /proc: each status reuses the last sample of its run's
-// processes when it is at most listStale old (only runs with none as
-// recent are sampled as they are derived), and says in sampled_at when it
-// was taken. Call Written once the answer is out: a poller's next call
-// then finds the samples fresh. A daemon nobody asks samples nothing.
+// processes whatever its age (only a run with no sample of its own is
+// sampled as it is derived), and says in sampled_at when it was taken.
+// Call Written once the answer is out: the next call then finds the
+// samples fresh. A daemon nobody asks samples nothing.
 func (b *Broker) Listing(agentsOnly bool, labels program.LabelSelector) *List {
-	return b.list(selection{agentsOnly, labels}, listStale)
+	return b.list(selection{agentsOnly, labels}, listAnyAge)
 }
 
 func (b *Broker) list(sel selection, maxAge time.Duration) *List {
+	b.serving.Add(1)
 	kept := listPool.Get().(*[]*program.Snapshot)
 	snaps := b.collect((*kept)[:0], sel.agentsOnly, sel.labels)
 	return &List{b: b, snaps: snaps, now: b.now(), maxAge: maxAge, sel: sel, kept: kept}

@@ -9,7 +9,7 @@ import (
 )
 
 // Refreshing after the answer (stale-while-revalidate). A listing answers
-// from the process samples it finds, up to listStale old, and once its
+// from the process samples it finds, whatever their age, and once its
 // answer is written the runs it listed are sampled again, so the next
 // listing finds them fresh: cold listings cost what warm ones do, and the
 // sampling, three file reads a run, happens while nobody waits for it.
@@ -98,14 +98,37 @@ func (b *Broker) AfterRefresh(fn func()) {
 }
 
 // refresh samples again the live runs of sel whose samples are older than
-// listTreeAge (those a listing would sample itself). It uses one core: the
-// other is left to whatever request comes meanwhile.
+// listTreeAge (those a listing would sample itself). It uses one core, and
+// steps aside while lists are being asked for: back-to-back calls (an
+// operator's, a poller's) do not share the machine with ten thousand reads
+// and the collections their garbage brings; the reads go on once the calls
+// pause.
 func (b *Broker) refresh(sel selection) {
-	runs := b.liveRuns(sel)
-	now := b.now()
-	for _, r := range runs {
-		b.sample(r, now, listTreeAge)
+	for _, r := range b.liveRuns(sel) {
+		b.yieldToLists()
+		b.sample(r, b.now(), listTreeAge) // as of now: a refresh that stepped aside may take a while
 	}
+}
+
+// listYield bounds how long a refresh waits for lists before it reads its
+// next run: lists one after the other without a pause slow the refresh
+// down to a run each listYield, never stop it. listGap is the pause after
+// a list that says the calls have stopped for now.
+var (
+	listYield = 50 * time.Millisecond
+	listGap   = 100 * time.Millisecond
+)
+
+// yieldToLists waits, up to listYield, while a list is being written or
+// was written less than listGap ago.
+func (b *Broker) yieldToLists() {
+	for deadline := time.Now().Add(listYield); b.listsBusy() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (b *Broker) listsBusy() bool {
+	return b.serving.Load() > 0 || time.Since(time.Unix(0, b.served.Load())) < listGap
 }
 
 // liveRuns lists the live runs of sel, taken under the lock: a refresh of

@@ -86,8 +86,7 @@ func taken(ss []*sampler) (n int) {
 	return n
 }
 
-// A listing answers from samples up to listStale old and says how old they
-// are; the samples are taken again only once its answer is written, so the
+// A listing answers from the samples it finds and says how old they are; the samples are taken again only once its answer is written, so the
 // next listing finds them fresh.
 func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 	b, c, ss := sampled(t, 3)
@@ -112,7 +111,7 @@ func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 	l = b.Listing(false, nil)
 	list = statuses(l)
 	if got := taken(ss); got != 3 {
-		t.Errorf("a listing within listStale sampled %d runs itself", got-3)
+		t.Errorf("a listing 5s later sampled %d runs itself", got-3)
 	}
 	for _, st := range list {
 		if age := st.ComputedAt.Sub(st.SampledAt.Time); age != 5*time.Second {
@@ -140,22 +139,106 @@ func TestListingAnswersFromSamplesThenRefreshes(t *testing.T) {
 	}
 }
 
-// Samples older than listStale are not reused: a listing after a long
-// quiet reads them itself, before it answers.
-func TestListingSamplesWhatIsTooOld(t *testing.T) {
+// A listing after a long quiet reads no process in the request: it answers
+// with the samples it finds, however old, says how old in sampled_at, and
+// has them read again once its answer is written (docs/status.md).
+func TestListingAfterAQuietSpellSamplesNothing(t *testing.T) {
 	b, c, ss := sampled(t, 2)
 	l := b.Listing(false, nil)
+	statuses(l)
 	l.Written()
 	b.refresher.done.Wait()
-	c.add(listStale)
-	list := statuses(b.Listing(false, nil))
-	if got := taken(ss); got != 4 {
-		t.Errorf("after %v: %d samples in all, want 4", listStale, got)
-	}
-	for _, st := range list {
-		if !st.SampledAt.Equal(c.Now()) {
-			t.Errorf("%s: sampled_at %v, want now", st.ID, st.SampledAt)
+	before := taken(ss)
+	for _, quiet := range []time.Duration{11 * time.Second, time.Hour, 30 * 24 * time.Hour} {
+		c.add(quiet)
+		last := c.Now().Add(-quiet)
+		l := b.Listing(false, nil)
+		list := statuses(l)
+		if got := taken(ss); got != before {
+			t.Errorf("after %v of quiet the listing sampled %d runs itself", quiet, got-before)
 		}
+		for _, st := range list {
+			if !st.SampledAt.Equal(last) || st.RSSBytes == 0 {
+				t.Errorf("after %v: %s sampled_at %v rss %d, want the last sample's %v", quiet, st.ID, st.SampledAt, st.RSSBytes, last)
+			}
+		}
+		l.Written()
+		b.refresher.done.Wait()
+		if got := taken(ss); got != before+2 {
+			t.Errorf("after %v: the refresh took %d samples, want 2", quiet, got-before)
+		}
+		before = taken(ss)
+	}
+}
+
+// The freshness policy, by who asks and what was kept: which derivations
+// read the run's processes themselves (docs/status.md#how-fresh-the-processes-are).
+func TestSamplePolicy(t *testing.T) {
+	const (
+		status = iota
+		announce
+		listing
+	)
+	cases := []struct {
+		name   string
+		asker  int
+		kept   time.Duration // age of the kept sample; <0: none kept
+		before bool          // the kept sample was taken before the run began
+		reads  bool
+	}{
+		{"status, none kept", status, -1, false, true},
+		{"status, 1ms old", status, time.Millisecond, false, true},
+		{"announce, none kept", announce, -1, false, true},
+		{"announce, 0.5s old", announce, 500 * time.Millisecond, false, false},
+		{"announce, 2s old", announce, 2 * time.Second, false, true},
+		{"listing, none kept", listing, -1, false, true},
+		{"listing, 2s old", listing, 2 * time.Second, false, false},
+		{"listing, 11s old", listing, 11 * time.Second, false, false},
+		{"listing, a day old", listing, 24 * time.Hour, false, false},
+		{"listing, an earlier run's", listing, time.Second, true, true},
+		{"announce, an earlier run's", announce, 100 * time.Millisecond, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{now: t0}
+			s := &sampler{}
+			b := New(func(program.Event) {}, c.Now, nil)
+			started := t0
+			if tc.kept >= 0 {
+				s.members(t0, 0)
+				c.add(tc.kept)
+				if !tc.before {
+					started = t0.Add(-time.Second)
+				} else {
+					started = t0.Add(tc.kept / 2)
+				}
+			}
+			sn := snap("p:0", func(sn *program.Snapshot) {
+				running(100)(sn)
+				sn.Status.StartedAt = program.Time{Time: started}
+				sn.Members = s.members
+			})
+			before := s.count()
+			now := c.Now()
+			var st program.Status
+			switch tc.asker {
+			case status:
+				st = b.derive(&sn, now, statusTreeAge)
+			case announce:
+				st = b.derive(&sn, now, listTreeAge)
+			case listing:
+				b.Update(sn)
+				l := b.Listing(false, nil)
+				st = l.Status(0)
+				l.release()
+			}
+			if read := s.count() > before; read != tc.reads {
+				t.Errorf("read the processes in the request: %v, want %v", read, tc.reads)
+			}
+			if st.SampledAt.Before(started) {
+				t.Errorf("sampled_at %v is before the run began (%v)", st.SampledAt, started)
+			}
+		})
 	}
 }
 
@@ -275,5 +358,35 @@ func TestListingNeverReusesAnEarlierRunsSample(t *testing.T) {
 	}
 	if got := taken(ss); got != 2 {
 		t.Errorf("%d samples, want 2 (the new run's, read by the listing)", got)
+	}
+}
+
+// A refresh steps aside while a list is being written: the next caller's
+// list does not share a core with ten thousand reads.
+func TestRefreshWaitsForListsBeingWritten(t *testing.T) {
+	old := listYield
+	listYield = time.Hour // no bound: only the list's end lets the refresh go on
+	t.Cleanup(func() { listYield = old })
+	b, c, ss := sampled(t, 3)
+	l := b.Listing(false, nil)
+	statuses(l)
+	l.Written()
+	b.refresher.done.Wait()
+	before := taken(ss)
+
+	c.add(time.Minute)
+	first := b.Listing(false, nil)
+	statuses(first)
+	second := b.Listing(false, nil) // the next caller's, being written
+	first.Written()                 // asks for the refresh
+	time.Sleep(20 * time.Millisecond)
+	if got := taken(ss); got != before {
+		t.Errorf("the refresh read %d runs while a list was being written", got-before)
+	}
+	statuses(second)
+	second.Written()
+	b.refresher.done.Wait()
+	if got := taken(ss); got != before+3 {
+		t.Errorf("after the list: %d runs refreshed, want 3", got-before)
 	}
 }

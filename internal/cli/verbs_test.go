@@ -336,6 +336,25 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// The version's digest comes from the Go build ID in the binary's first
+// page, not from hashing the whole file.
+func TestGoBuildIDNote(t *testing.T) {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	id, size, ok := goBuildID(f)
+	if !ok || strings.Count(string(id), "/") < 1 || size <= 0 {
+		t.Fatalf("build id %q (size %d, ok %v): want the linker's a/b/… id", id, size, ok)
+	}
+	for _, head := range [][]byte{nil, []byte("#!/bin/sh\n"), []byte("\x7fELF\x04\x00\x00\x00Go\x00\x00")} {
+		if got := noteGoBuildID(head); got != nil {
+			t.Errorf("noteGoBuildID(%q) = %q, want nil", head, got)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

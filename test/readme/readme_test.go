@@ -35,7 +35,7 @@ type special struct {
 }
 
 var specials = []special{
-	{"Try it", regexp.MustCompile(`^go build -o tend \./cmd/tend$`),
+	{"Try it", regexp.MustCompile(`^CGO_ENABLED=0 go build -o tend \./cmd/tend$`),
 		"the setup builds tend where the snippets expect it (../tend from examples/)",
 		func(*testing.T, *shell, string) {}},
 	{"Try it", regexp.MustCompile(`^cd examples$`),
@@ -347,7 +347,7 @@ func startDemo(t *testing.T, root string) *demo {
 		}
 	}
 	build := exec.Command("go", "build", "-o", d.bin, "./cmd/tend")
-	build.Dir = root
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/tend: %v\n%s", err, out)
 	}

@@ -14,7 +14,7 @@ tracked by process group); "tend-maxrss" adds `max_rss = "1GiB"` in
 second (`sleep` never comes near 1 GiB).
 
 Binary: $TEND_BIN, else built once per benchmark process with
-`go build -o /tmp/peers-tend-bin-XXXX/tend ./cmd/tend` from the module root
+`CGO_ENABLED=0 go build -o /tmp/peers-tend-bin-XXXX/tend ./cmd/tend` from the module root
 two directories up (removed at exit).
 
 start()          `tend up -c FILE` in the foreground (its own session)
@@ -60,7 +60,8 @@ def tend_bin():
     d = tempfile.mkdtemp(prefix="peers-tend-bin-", dir="/tmp")
     atexit.register(shutil.rmtree, d, True)
     out = os.path.join(d, "tend")
-    r = H.run(["go", "build", "-o", out, "./cmd/tend"], timeout=600, cwd=MODULE_ROOT)
+    # Static, as shipped (README): cgo costs every exec about 1 ms.
+    r = H.run(["env", "CGO_ENABLED=0", "go", "build", "-o", out, "./cmd/tend"], timeout=600, cwd=MODULE_ROOT)
     if r.returncode != 0:
         _BUILT["err"] = "go build failed: " + r.stderr.strip()[-500:]
         return None, _BUILT["err"]
