@@ -32,10 +32,11 @@ func TestContainerUpIsPID1(t *testing.T) {
 shell = "echo hello from $TEND_ID; exec sleep 2147483647"
 instances = 2
 
-# A double fork: the inner sh leaves its sleep behind and exits, so the
-# sleep is an orphan, reparented to PID 1 (tend), which must reap it.
+# A double fork once /tmp/orphan-go exists: the inner sh leaves its sleep
+# behind and exits, so the sleep is an orphan, reparented to PID 1 (tend),
+# which must reap it.
 [program.orphaner]
-shell = "sh -c 'sleep 12 & exit 0'; echo orphan left; exec sleep 2147483647"
+shell = "while [ ! -e /tmp/orphan-go ]; do sleep 0.2; done; sh -c 'sleep 30 & exit 0'; echo orphan left; exec sleep 2147483647"
 
 # Ready only once /tmp/gate exists: /readyz is 503 until then.
 [program.gate]
@@ -70,10 +71,11 @@ start_timeout = "10m"
 	waitProbe(t, addr, "/readyz", 200)
 
 	// The orphan: seen with PID 1 as its parent, then gone without a zombie.
+	c.exec(t, "touch", "/tmp/orphan-go")
 	var orphan string
-	waitFor(t, time.Minute, "the orphaned sleep 12 under PID 1", func() (bool, string) {
+	waitFor(t, time.Minute, "the orphaned sleep 30 under PID 1", func() (bool, string) {
 		for _, p := range c.procs(t) {
-			if strings.HasSuffix(p, " sleep 12 ") || strings.HasSuffix(p, " sleep 12") {
+			if strings.HasSuffix(p, " sleep 30 ") || strings.HasSuffix(p, " sleep 30") {
 				orphan = p
 				return strings.Fields(p)[1] == "1", p
 			}
@@ -82,7 +84,7 @@ start_timeout = "10m"
 	})
 	t.Logf("orphan: %s", orphan)
 	opid := strings.Fields(orphan)[0]
-	waitFor(t, time.Minute, "the orphan reaped", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the orphan reaped", func() (bool, string) {
 		for _, p := range c.procs(t) {
 			if strings.Fields(p)[0] == opid {
 				return false, p
