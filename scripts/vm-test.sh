@@ -250,8 +250,12 @@ printf '%s\n' "$skip_pattern" >"$pay/skip-pattern"
 # -hold: the guest runs the tests, then stays up running what is dropped
 # into the shared directory (test/vm/README.md, "By hand").
 share=$run/share
-mkdir -p "$share/in" "$share/out"
-[ "$hold" = 0 ] || touch "$pay/hold"
+share_args=()
+if [ "$hold" = 1 ]; then
+	mkdir -p "$share/in" "$share/out"
+	touch "$pay/hold"
+	share_args=(-virtfs "local,path=$share,mount_tag=tend-vm-share,security_model=none")
+fi
 # The tests' own bound, inside the runner's: a hung test still reports.
 printf '%ss\n' "$((TEST_TIMEOUT - 60))" >"$pay/test-timeout"
 mkfs.ext4 -q -F -L tend-vm-payload -d "$pay" "$run/payload.img" 256M >/dev/null
@@ -272,7 +276,7 @@ boot() { # boot ACCEL: starts qemu in the background, sets qpid
 		-drive "file=$img/root.img,format=raw,if=virtio,snapshot=on" \
 		-drive "file=$run/payload.img,format=raw,if=virtio,readonly=on" \
 		-drive "file=$run/results.img,format=raw,if=virtio" \
-		-virtfs "local,path=$share,mount_tag=tend-vm-share,security_model=none" \
+		"${share_args[@]}" \
 		>"$run/qemu.log" 2>&1 &
 	qpid=$!
 }

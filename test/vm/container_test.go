@@ -51,14 +51,11 @@ start_timeout = "10m"
 		t.Errorf("PID 1 of the container is %q, want tend up", cmd)
 	}
 	addr := ip(t, c.name)
-	if code, body := probe(addr, "/healthz"); code != 200 {
-		// The first answer may come before the listener: wait for it.
-		waitProbe(t, addr, "/healthz", 200)
-		_ = body
+	waitProbe(t, addr, "/healthz", 200)
+	// Not ready while gate has not sent READY=1, all else running.
+	for _, id := range []string{"talker:0", "talker:1", "orphaner:0", "stubborn:0"} {
+		c.waitRunning(t, id)
 	}
-	// Not ready while gate has not sent READY=1, whatever else runs.
-	c.waitRunning(t, "talker:1")
-	c.waitRunning(t, "stubborn:0")
 	if code, body := probe(addr, "/readyz"); code != 503 {
 		t.Errorf("GET /readyz with gate:0 not ready = %d %s, want 503", code, body)
 	} else {
