@@ -10,7 +10,11 @@
 # guest tests (test/vm, a Go test binary) on a second disk; boots the image
 # under qemu (the root disk as a throwaway snapshot); the guest installs tend
 # as a user would and runs the tests as a systemd unit; their output comes
-# back on a third disk and is printed here. test/vm/README.md says more.
+# back on a third disk and is printed here. The guest has podman: the tests
+# also run tend as PID 1 of a container and deploy/kubernetes/tend.yaml with
+# podman kube play. -hold keeps the guest up after the tests and runs the
+# scripts dropped into a shared directory (test/vm/README.md, "By hand").
+# test/vm/README.md says more.
 #
 # Exit status: 0 every test passed, 1 a test failed, 2 bad usage, 3 a
 # prerequisite is missing (a tool, root for the image build, disk space),
