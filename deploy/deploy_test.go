@@ -192,6 +192,25 @@ func TestKubernetesExample(t *testing.T) {
 	if grace := time.Duration(n) * time.Second; grace < stop+turn+10*time.Second {
 		t.Errorf("terminationGracePeriodSeconds %d: the largest stop_grace %s plus turn_grace %s need more", n, stop, turn)
 	}
+	// The container's memory limit must hold every instance at its max_rss
+	// (and tend): a run past its own max_rss is then drained by tend, not
+	// the whole pod OOM-killed by the kernel (test/vm's
+	// TestContainerMemoryLimit shows it in a real container).
+	lim := regexp.MustCompile(`limits: \{memory: (\d+)Gi\}`).FindStringSubmatch(yaml)
+	if lim == nil {
+		t.Fatal("no resources.limits.memory in Gi")
+	}
+	gi, _ := strconv.ParseInt(lim[1], 10, 64)
+	var sum int64
+	for _, p := range cfg.Programs {
+		if p.MaxRSS == 0 {
+			t.Errorf("program %s has no max_rss: only the pod's limit would stop it, with the whole pod", p.Name)
+		}
+		sum += int64(p.Instances) * p.MaxRSS
+	}
+	if sum >= gi<<30 {
+		t.Errorf("instances × max_rss = %d bytes, not under the container's limit %dGi", sum, gi)
+	}
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
 		re := regexp.MustCompile(probe + `:\s*\n\s*httpGet: \{path: (\S+),`)
 		if m := re.FindStringSubmatch(yaml); m == nil || m[1] != path {

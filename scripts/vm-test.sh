@@ -2,7 +2,7 @@
 # The VM lane: tend under a real systemd (PID 1) with a real memory
 # controller (pure cgroup v2), which the development machines cannot give.
 #
-#   scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v]
+#   scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v] [-hold]
 #
 # Builds a Debian bookworm root filesystem once with debootstrap (cached in
 # ${XDG_CACHE_HOME:-~/.cache}/tend-vm, keyed by what goes into it), then per
@@ -10,7 +10,11 @@
 # guest tests (test/vm, a Go test binary) on a second disk; boots the image
 # under qemu (the root disk as a throwaway snapshot); the guest installs tend
 # as a user would and runs the tests as a systemd unit; their output comes
-# back on a third disk and is printed here. test/vm/README.md says more.
+# back on a third disk and is printed here. The guest has podman: the tests
+# also run tend as PID 1 of a container and deploy/kubernetes/tend.yaml with
+# podman kube play. -hold keeps the guest up after the tests and runs the
+# scripts dropped into a shared directory (test/vm/README.md, "By hand").
+# test/vm/README.md says more.
 #
 # Exit status: 0 every test passed, 1 a test failed, 2 bad usage, 3 a
 # prerequisite is missing (a tool, root for the image build, disk space),
@@ -24,20 +28,25 @@ repo=$PWD
 BUILD_TIMEOUT=${TEND_VM_BUILD_TIMEOUT:-1200} # debootstrap and the image
 KVM_PROBE=${TEND_VM_KVM_PROBE:-20}           # kvm: the kernel's first line must show by then
 BOOT_TIMEOUT=${TEND_VM_BOOT_TIMEOUT:-420}    # qemu start to the guest runner's first line
-TEST_TIMEOUT=${TEND_VM_TEST_TIMEOUT:-720}    # the runner's first line to its results
+TEST_TIMEOUT=${TEND_VM_TEST_TIMEOUT:-1080}   # the runner's first line to its results
 ACCEL=${TEND_VM_ACCEL:-auto}                 # auto (kvm, else tcg) | kvm | tcg
 MEM=${TEND_VM_MEM:-1536}                     # MiB of guest memory
 CACHE=${TEND_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tend-vm}
 
 SUITE=bookworm
 # What the guest needs: systemd as PID 1, a kernel with its initrd, udev and
-# kmod for the kernel's devices and modules, procps for ps in failure notes.
-PACKAGES=(systemd systemd-sysv udev kmod procps linux-image-amd64 initramfs-tools)
+# kmod for the kernel's devices and modules, procps for ps in failure notes;
+# podman and what it needs to run containers and pods (crun, its networks,
+# catatonit for the pods' pause image, dbus or crun "cannot open sd-bus"),
+# and busybox-static for the container images the tests build.
+PACKAGES=(systemd systemd-sysv udev kmod procps linux-image-amd64 initramfs-tools
+	podman crun netavark aardvark-dns catatonit iptables dbus busybox-static)
 
 run_pattern=.
 skip_pattern=
 verbose=0
-usage() { echo "usage: scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v]  (see test/vm/README.md)" >&2; exit 2; }
+hold=0
+usage() { echo "usage: scripts/vm-test.sh [-run PATTERN] [-skip PATTERN] [-v] [-hold]  (see test/vm/README.md)" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-run | --run) [ $# -ge 2 ] || usage; run_pattern=$2; shift 2 ;;
@@ -45,6 +54,7 @@ while [ $# -gt 0 ]; do
 	-skip | --skip) [ $# -ge 2 ] || usage; skip_pattern=$2; shift 2 ;;
 	-skip=* | --skip=*) skip_pattern=${1#*=}; shift ;;
 	-v | --verbose) verbose=1; shift ;;
+	-hold | --hold) hold=1; shift ;;
 	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) usage ;;
 	esac
@@ -234,8 +244,22 @@ if ! (
 fi
 install -m 0644 deploy/systemd/tend.service "$pay/tend.service"
 install -m 0755 test/vm/guest/run.sh "$pay/run.sh"
+# The container tests: the image's recipe and the shipped pod manifest.
+mkdir -p "$pay/container"
+install -m 0644 test/vm/container/Containerfile test/vm/container/tend.toml "$pay/container/"
+install -m 0755 test/vm/container/python3 test/vm/container/curl "$pay/container/"
+install -m 0644 deploy/kubernetes/tend.yaml "$pay/tend.yaml"
 printf '%s\n' "$run_pattern" >"$pay/run-pattern"
 printf '%s\n' "$skip_pattern" >"$pay/skip-pattern"
+# -hold: the guest runs the tests, then stays up running what is dropped
+# into the shared directory (test/vm/README.md, "By hand").
+share=$run/share
+share_args=()
+if [ "$hold" = 1 ]; then
+	mkdir -p "$share/in" "$share/out"
+	touch "$pay/hold"
+	share_args=(-virtfs "local,path=$share,mount_tag=tend-vm-share,security_model=none")
+fi
 # The tests' own bound, inside the runner's: a hung test still reports.
 printf '%ss\n' "$((TEST_TIMEOUT - 60))" >"$pay/test-timeout"
 mkfs.ext4 -q -F -L tend-vm-payload -d "$pay" "$run/payload.img" 256M >/dev/null
@@ -256,6 +280,7 @@ boot() { # boot ACCEL: starts qemu in the background, sets qpid
 		-drive "file=$img/root.img,format=raw,if=virtio,snapshot=on" \
 		-drive "file=$run/payload.img,format=raw,if=virtio,readonly=on" \
 		-drive "file=$run/results.img,format=raw,if=virtio" \
+		"${share_args[@]}" \
 		>"$run/qemu.log" 2>&1 &
 	qpid=$!
 }
@@ -327,6 +352,10 @@ say "guest up in ${t_booted}s ($(grep -a -m1 -o 'TEND-VM-BOOTED.*' "$run/console
 
 # --- the tests, then the results disk.
 t_tests=$(now)
+if [ "$hold" = 1 ]; then
+	say "holding the guest: write a script to $share/in/NAME.sh; the guest runs it as root and writes $share/out/NAME.out and NAME.rc; $share/in/poweroff ends it"
+	TEST_TIMEOUT=${TEND_VM_HOLD_TIMEOUT:-7200}
+fi
 rc=0
 wait_for "TEND-VM-END" "$TEST_TIMEOUT" || rc=$?
 if [ "$rc" = 2 ]; then

@@ -60,10 +60,16 @@ func waitTrigger() {
 var held [][]byte
 
 // alloc, once triggered, allocates and touches memory without end: past
-// its cgroup's memory.max the kernel's OOM killer ends it.
+// its cgroup's memory.max the kernel's OOM killer ends it. With
+// TEND_VM_ALLOC_MIB it stops at that many MiB and holds them.
 func alloc() {
+	limit, _ := strconv.Atoi(os.Getenv("TEND_VM_ALLOC_MIB"))
 	waitTrigger()
 	for total := 0; ; total += 4 {
+		if limit > 0 && total >= limit {
+			fmt.Printf("holding %d MiB\n", total)
+			forever()
+		}
 		b := make([]byte, 4*mib)
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1

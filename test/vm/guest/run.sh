@@ -39,4 +39,28 @@ cd /usr/local/lib/tend-vm || finish 4
 limit=$(cat "$payload/test-timeout")
 timeout --kill-after=10s "$((${limit%s} + 30))s" ./vm.test -test.v -test.timeout "$limit" \
 	-test.run "$(cat "$payload/run-pattern")" -test.skip "$(cat "$payload/skip-pattern")" 2>&1 | tee -a "$out" >"$console"
-finish "${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+
+# scripts/vm-test.sh -hold: stay up and run each script the host drops into
+# the shared directory (a 9p mount), one at a time, until it asks for the end.
+if [ -e "$payload/hold" ]; then
+	share=/run/tend-vm/share
+	mkdir -p "$share"
+	if mount -t 9p -o trans=virtio,version=9p2000.L,cache=none tend-vm-share "$share"; then
+		echo "TEND-VM-HOLD tests rc=$rc; running $share/in/*.sh" >"$console"
+		while [ ! -e "$share/in/poweroff" ]; do
+			for f in "$share"/in/*.sh; do
+				[ -e "$f" ] || continue
+				name=$(basename "$f" .sh)
+				mv "$f" "$share/in/$name.running"
+				(cd /root && timeout 1800 bash "$share/in/$name.running") >"$share/out/$name.out" 2>&1
+				echo $? >"$share/out/$name.rc"
+				rm -f "$share/in/$name.running"
+			done
+			sleep 1
+		done
+	else
+		echo "TEND-VM-HOLD: cannot mount the share" >"$console"
+	fi
+fi
+finish "$rc"
