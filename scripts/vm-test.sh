@@ -310,13 +310,13 @@ wait_for() {
 
 t_boot=$(now)
 accel=$ACCEL
-# A kvm that hung once on this host (same host kernel) is not tried again.
+# A kvm that hung or failed once on this host (same host kernel) is not tried again.
 kvm_hung=$CACHE/kvm-hangs
 if [ "$accel" = auto ]; then
 	accel=tcg
 	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then accel=kvm; fi
 	if [ "$accel" = kvm ] && [ "$(cat "$kvm_hung" 2>/dev/null)" = "$(uname -r)" ]; then
-		say "kvm hung here before ($kvm_hung); using TCG (TEND_VM_ACCEL=kvm tries it)"
+		say "kvm failed here before ($kvm_hung); using TCG (TEND_VM_ACCEL=kvm tries it)"
 		accel=tcg
 	fi
 fi
@@ -328,8 +328,10 @@ if [ "$accel" = kvm ]; then
 		why="qemu exited: $(tail -n 1 "$run/qemu.log")"
 		if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
 			why="no kernel output within ${KVM_PROBE}s"
-			uname -r >"$kvm_hung"
 		fi
+		# Hung or aborted (a nested kvm here now fails an assertion at
+		# once): either way not tried again on this host kernel.
+		uname -r >"$kvm_hung"
 		stop_qemu
 		if [ "$ACCEL" = kvm ]; then die 4 "kvm: $why"; fi
 		say "kvm: $why; falling back to TCG"
