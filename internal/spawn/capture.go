@@ -330,8 +330,8 @@ func (w *writer) write(o *Output, buf []byte) {
 				ends += 2 // a terminal is both of the run's streams
 				continue
 			}
-			if err := o.writeTTY(log, ts, data, f); err != nil {
-				errs = append(errs, err)
+			if f != nil {
+				o.writeTTY(data, f) // the keeper wrote it to the log
 			}
 			continue
 		}

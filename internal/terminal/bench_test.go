@@ -44,7 +44,7 @@ func BenchmarkFeed(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for p := data; len(p) > 0; {
-			n := min(len(p), readChunk)
+			n := min(len(p), 16<<10) // a read of the keeper's
 			s.Feed(p[:n])
 			p = p[n:]
 		}

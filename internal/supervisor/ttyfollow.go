@@ -1,0 +1,121 @@
+package supervisor
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/terminal"
+)
+
+// The daemon's side of a run's terminal output. The keeper reads the
+// master and appends what it reads to the instance's log; the daemon
+// follows that log, from where the run began (or, for an adopted run,
+// from exactly where the replayed tail ends), and hands the bytes, in
+// order and each once, to the terminal (screen, clients) and to the
+// capture (activity, forward_output). It is woken by the keeper after
+// each write (Keeper.Follow), and looks at the log every followPoll
+// besides, in case a wake was lost with a keeper that died
+// (docs/terminal.md#the-keeper).
+
+// followPoll is how often a follower looks at its log without a wake.
+const followPoll = time.Second
+
+// ttyFollow feeds one run's terminal from the instance's log, on a
+// goroutine of its own: it never holds the keeper or the instance loop.
+type ttyFollow struct {
+	t      *terminal.Terminal
+	cur    *logfile.Cursor // owned by the goroutine
+	out    func([]byte) bool
+	wake   chan struct{} // room for one: wakes coalesce
+	stop   chan struct{}
+	done   chan struct{}
+	paused atomic.Bool // the capture asked to wait (forwarded lines behind), or Freeze
+}
+
+// followTTY starts feeding t from cur (a nil cur: from the log's end now).
+func (in *Instance) followTTY(t *terminal.Terminal, cur *logfile.Cursor) *ttyFollow {
+	if cur == nil {
+		cur = in.out.TTYFollow()
+	}
+	f := &ttyFollow{t: t, cur: cur, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f.out = in.out.TTYOutput(f)
+	if k := in.deps.Keeper; k != nil {
+		k.Follow(in.id, f.wake)
+	}
+	go f.run()
+	return f
+}
+
+// Pause implements spawn.TTYControl: no more is handed on until Resume.
+func (f *ttyFollow) Pause() error {
+	f.paused.Store(true)
+	return nil
+}
+
+// Resume implements spawn.TTYControl.
+func (f *ttyFollow) Resume() {
+	f.paused.Store(false)
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// end feeds what the log holds still, and stops: the caller knows the
+// keeper has written all the run wrote (Keeper.Drop).
+func (f *ttyFollow) end() {
+	close(f.stop)
+	<-f.done
+}
+
+func (f *ttyFollow) run() {
+	defer close(f.done)
+	if f.cur == nil {
+		<-f.stop
+		return
+	}
+	defer f.cur.Close()
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			f.feed(true)
+			return
+		case <-f.wake:
+		case <-tick.C:
+		}
+		f.feed(false)
+	}
+}
+
+// feed hands on what the log gained, until its end (or a pause; the last
+// feed reads to the end whatever asks to wait).
+func (f *ttyFollow) feed(last bool) {
+	var b []byte
+	for last || !f.paused.Load() {
+		es, more, err := f.cur.Next()
+		if err != nil {
+			return
+		}
+		b = b[:0]
+		for i := range es {
+			if e := &es[i]; e.Stream == logfile.TTY {
+				b = append(b, e.Line...)
+				if !e.Partial {
+					b = append(b, '\n')
+				}
+			}
+		}
+		if len(b) > 0 {
+			f.t.Feed(b)
+			if !f.out(b) {
+				f.paused.Store(true) // until the capture's Resume
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
