@@ -195,10 +195,9 @@ func (k *ttyKeeper) Ready() error {
 
 // Keep implements supervisor.Keeper.
 func (k *ttyKeeper) Keep(id string, pid int, fd int, log keeper.LogSpec) error {
-	ticks, err := reaper.StartTicks(pid)
-	if err != nil {
-		return nil // the run is gone already
-	}
+	// A run whose leader is gone already (reaped) is kept with no start
+	// time: the keeper reads what it left in its terminal all the same.
+	ticks, _ := reaper.StartTicks(pid)
 	r := keeper.Run{ID: id, PID: pid, Ticks: ticks}
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -34,31 +34,41 @@ func (k *keeper) keep(m Keep, master int) {
 		}
 		return
 	}
+	// A run whose leader has exited already (a short run: the daemon's
+	// reaper was quicker than its keep) is read to its end all the same:
+	// its output waits in the terminal. A live pid must be the run's.
 	pidfd, err := unix.PidfdOpen(r.PID, 0)
-	if err != nil {
-		unix.Close(master)
-		return
+	if err == nil {
+		if ticks, terr := reaper.StartTicks(r.PID); r.Ticks != 0 && (terr != nil || ticks != r.Ticks) {
+			unix.Close(pidfd)
+			unix.Close(master)
+			return
+		}
+		unix.CloseOnExec(pidfd)
+	} else {
+		pidfd = -1
 	}
-	if ticks, err := reaper.StartTicks(r.PID); err != nil || ticks != r.Ticks {
-		unix.Close(pidfd)
-		unix.Close(master)
-		return
-	}
-	unix.CloseOnExec(pidfd)
 	unix.CloseOnExec(master)
-	if unix.SetNonblock(master, true) != nil || k.watch(pidfd) != nil {
-		unix.Close(pidfd)
+	if unix.SetNonblock(master, true) != nil || pidfd >= 0 && k.watch(pidfd) != nil {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
 		unix.Close(master)
 		return
 	}
 	if k.watch(master) != nil {
-		_ = unix.EpollCtl(k.ep, unix.EPOLL_CTL_DEL, pidfd, nil)
-		unix.Close(pidfd)
+		if pidfd >= 0 {
+			_ = unix.EpollCtl(k.ep, unix.EPOLL_CTL_DEL, pidfd, nil)
+			unix.Close(pidfd)
+		}
 		unix.Close(master)
 		return
 	}
 	h := &held{run: r, master: master, pidfd: pidfd, spec: m.Log}
-	k.masters[master], k.pidfds[pidfd], k.byRun[r] = h, h, h
+	k.masters[master], k.byRun[r] = h, h
+	if pidfd >= 0 {
+		k.pidfds[pidfd] = h
+	}
 	if err := k.openLogs(); err != nil {
 		k.fail(h, 0, err)
 		return // read on, and counted as lost
