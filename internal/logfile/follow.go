@@ -8,20 +8,27 @@ import (
 	"time"
 )
 
+// sharedLook is how long a follower trusts a quiet shared log's Version:
+// its other writers' records change it only when this process hears of
+// them (Log.Changed), so the files are looked at this often anyway.
+const sharedLook = time.Second
+
 // followBudget bounds the bytes one Next reads from one source, so a
 // follower that fell far behind catches up in steps of bounded memory.
 const followBudget = 1 << 20
 
 // position is where a Cursor is in one source: a file and an offset just
 // after a complete line in it. The file is known by its generation when
-// this process writes the log (exact: it counts the rotations), else by
-// its inode (which it keeps when rotated under another name).
+// this process writes the log (exact: it counts the rotations), else (and
+// always for a shared log, which other processes rotate too) by its inode,
+// which it keeps when rotated under another name.
 type position struct {
-	gen  uint64 // the log's rotations when the file was the current one
-	ino  uint64 // 0: the source had no file yet
-	off  int64
-	ver  uint64    // the log's Version when this source was last read to its end
-	last time.Time // the time of the last record handed on, for lines without one
+	gen    uint64 // the log's rotations when the file was the current one
+	ino    uint64 // 0: the source had no file yet
+	off    int64
+	ver    uint64    // the log's Version when this source was last read to its end
+	looked time.Time // when that was (see sharedLook)
+	last   time.Time // the time of the last record handed on, for lines without one
 }
 
 // Cursor follows sources from where Read left them: each Next returns what
@@ -40,13 +47,15 @@ type Cursor struct {
 	ch   chan struct{} // woken by the writers of the sources, once C was called
 }
 
-// C is ready whenever a source written by this process has new records.
-// Sources written elsewhere send nothing: poll Next for them.
+// C is ready whenever a source written by this process has new records
+// (a Flush of its Log here, or its Changed). Records another process
+// writes send nothing by themselves: its writer must tell this process,
+// which calls Log.Changed, or the follower polls Next.
 func (c *Cursor) C() <-chan struct{} {
 	c.once.Do(func() {
 		c.ch = make(chan struct{}, 1)
 		for _, s := range c.srcs {
-			if s.Log.writer.Load() {
+			if s.Log.writer.Load() || s.Log.shared {
 				s.Log.Watch(c.ch)
 			}
 		}
@@ -71,12 +80,12 @@ func (c *Cursor) Next() (entries []Entry, more bool, err error) {
 	for i, s := range c.srcs {
 		p := &c.pos[i]
 		ver := s.Log.Version()
-		if s.Log.writer.Load() && ver == p.ver {
+		if s.Log.writer.Load() && ver == p.ver && (!s.Log.shared || time.Since(p.looked) < sharedLook) {
 			continue // nothing written since its end was read
 		}
 		got, all := c.readNew(s, p)
 		if all {
-			p.ver = ver
+			p.ver, p.looked = ver, time.Now()
 		} else {
 			more = true
 		}
@@ -122,13 +131,15 @@ func (c *Cursor) readNew(s Source, p *position) (out []Entry, all bool) {
 // openFrom opens the files of l from the one p is in to the current one
 // (newest first in set, p's at index from, where reading starts at off).
 // If p's file is gone (rotated out while the follower was away) or there
-// was none, found is false and from is the oldest file. gen is the log's
-// generation, for the positions in set.
+// was none, found is false and from is the oldest file; if it is not what
+// p says (truncated; its inode another file's), found is false too. gen
+// is the log's generation, for the positions in set.
 func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64, found bool) {
+	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	gen = l.gen
-	if l.writer.Load() {
+	if l.writer.Load() && !l.shared {
 		k := int(min(gen-p.gen, maxGens+1))
 		for i := 0; i <= k; i++ {
 			fl, ok := l.openGen(i)
@@ -147,12 +158,19 @@ func openFrom(l *Log, p *position) (set []file, from int, off int64, gen uint64,
 		if !ok && i > 0 {
 			break
 		}
+		if ok && seen(set, fl.ino) {
+			fl.f.Close() // rotated on while the set was opened
+			continue
+		}
 		set = append(set, fl)
 		if ok && fl.ino == p.ino && p.ino != 0 {
 			if p.off > fl.size || !atLineStart(fl.f, p.off) {
-				return set, i, 0, gen, true // truncated, or the inode is another file's now
+				// Truncated, or the inode is another file's now (the
+				// cursor's was dropped, its inode taken again): from
+				// this file's start, as from the oldest after a drop.
+				return set, len(set) - 1, 0, gen, false
 			}
-			return set, i, p.off, gen, true
+			return set, len(set) - 1, p.off, gen, true
 		}
 	}
 	return set, len(set) - 1, 0, gen, false

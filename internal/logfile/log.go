@@ -24,6 +24,16 @@ type Options struct {
 	// followers then wait for its notifications and skip it while it is
 	// quiet, instead of looking at the file on every poll.
 	Writer bool
+	// Shared says other processes (and other Logs of this process) write
+	// the same files too, each through a Log with Shared: each batch is
+	// written under an flock(2) of the current file, which it also
+	// rotates under (see shared.go), and readers open the files under it.
+	// A Cursor of this process is woken by this Log's Flush and Changed
+	// only: records another process writes wake nobody here, and (with
+	// Writer) a follower trusts Version for up to a second between looks
+	// at the files, until Changed says the other process wrote. Times
+	// keep their order within each writer's records, not across.
+	Shared bool
 }
 
 // Log is one instance's set of log files: BASE.log and the rotated
@@ -37,12 +47,15 @@ type Log struct {
 	dir    *statedir.Dir
 	base   string
 	writer atomic.Bool // see Options.Writer and EndWriter
+	shared bool        // see Options.Shared; set by New
 
 	maxSize  atomic.Int64
 	maxFiles atomic.Int64
 
 	// rot is held by the writer while it rotates, and by readers while
 	// they find and open the files, so no reader sees the set half-shifted.
+	// A shared log's writer takes it under the current file's flock, and
+	// its readers take holdSet's before it.
 	rot sync.RWMutex
 	gen uint64 // rotations by this process; guarded by rot
 
@@ -50,7 +63,8 @@ type Log struct {
 	f      *os.File // the current file while open
 	size   int64    // bytes in the current file, buf included; -1 = not known until opened
 	buf    []byte   // records not yet written
-	lastMS int64    // the time of the last record, unix ms: times never go back within a log
+	end    int64    // shared: where this writer's last write ended the open file; -1 = not known
+	lastMS int64    // the time of the last record, unix ms: times never go back within a log (a shared one: within this writer's records)
 
 	version atomic.Uint64 // bumped by each write and rotation, for followers
 
@@ -60,7 +74,7 @@ type Log struct {
 
 // New returns the log of base in dir. It opens nothing.
 func New(dir *statedir.Dir, base string, o Options) *Log {
-	l := &Log{dir: dir, base: base, size: -1}
+	l := &Log{dir: dir, base: base, size: -1, end: -1, shared: o.Shared}
 	l.writer.Store(o.Writer)
 	l.SetLimits(o.MaxSize, o.MaxFiles)
 	return l
@@ -106,8 +120,8 @@ func (l *Log) LineMax() int {
 
 // Add stores r: its line cut into pieces if it is longer than LineMax, and
 // at each newline it holds (a note of several lines). Records are buffered
-// until Flush, or until a rotation needs the file written out; an error
-// means records were lost.
+// until Flush, or until a rotation needs the file written out (a shared
+// log: until they fill a file); an error means records were lost.
 func (l *Log) Add(r Record) error {
 	if i := bytes.IndexByte(r.Line, '\n'); i >= 0 {
 		first := r
@@ -131,7 +145,11 @@ func (l *Log) Add(r Record) error {
 		if len(piece.Line) > lineMax {
 			piece.Line, piece.Partial = r.Line[:lineMax], true
 		}
-		err = errors.Join(err, l.add(piece))
+		if l.shared {
+			err = errors.Join(err, l.addShared(piece))
+		} else {
+			err = errors.Join(err, l.add(piece))
+		}
 		if len(r.Line) <= lineMax {
 			return err
 		}
@@ -182,7 +200,12 @@ func (l *Log) Flush() error {
 	if len(l.buf) == 0 {
 		return nil
 	}
-	err := l.write()
+	var err error
+	if l.shared {
+		err = l.writeShared()
+	} else {
+		err = l.write()
+	}
 	l.version.Add(1)
 	l.notify()
 	return err
@@ -216,10 +239,14 @@ func (l *Log) open() error {
 		return nil
 	}
 	name := l.name(0)
-	f, err := l.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	mode := os.O_WRONLY
+	if l.shared {
+		mode = os.O_RDWR // see writeLocked's endsLine
+	}
+	f, err := l.dir.OpenFile(name, mode|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil && l.planted(name) {
 		if rerr := l.dir.Remove(name); rerr == nil {
-			f, err = l.dir.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+			f, err = l.dir.OpenFile(name, mode|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 		}
 	}
 	if err != nil {
@@ -244,7 +271,7 @@ func (l *Log) CloseFile() {
 		l.f.Close()
 		l.f = nil
 	}
-	l.size = -1
+	l.size, l.end = -1, -1
 }
 
 // rotate shifts the files one generation older (dropping the oldest past
@@ -278,11 +305,20 @@ func (l *Log) rotate() error {
 	return err
 }
 
-// Version changes whenever the log is written or rotated by this process.
+// Version changes whenever the log is written or rotated by this process
+// (or Changed says another process wrote it).
 func (l *Log) Version() uint64 { return l.version.Load() }
 
-// Watch makes Flush send to ch (without blocking: give it room for one)
-// after each write, until Unwatch. Only a log with Options.Writer notifies.
+// Changed says another process wrote the files (its writer told this
+// one so): the followers of this Log are woken, as by a Flush here.
+func (l *Log) Changed() {
+	l.version.Add(1)
+	l.notify()
+}
+
+// Watch makes Flush and Changed send to ch (without blocking: give it
+// room for one) after each write, until Unwatch. Only a log with
+// Options.Writer or Options.Shared notifies.
 func (l *Log) Watch(ch chan<- struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -324,6 +360,9 @@ func (l *Log) planted(name string) bool {
 // not be written meanwhile: it is for an instance that is gone.
 func Remove(dir *statedir.Dir, base string) error {
 	l := &Log{base: base}
+	if err := dir.Remove(l.nextName()); err != nil { // a shared rotation's, left by a crash
+		return err
+	}
 	for i := 0; ; i++ {
 		if i > 0 {
 			if _, err := dir.Lstat(l.name(i)); errors.Is(err, fs.ErrNotExist) {

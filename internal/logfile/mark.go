@@ -56,6 +56,7 @@ func Resume(srcs []Source, mark string, stderr, raw bool) (*Cursor, error) {
 // openFrom): the log's, less the file's place among its files. For an
 // inode none of them has, a generation no file has.
 func (l *Log) genOf(ino uint64) uint64 {
+	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	for i := 0; i <= maxGens && ino != 0; i++ {

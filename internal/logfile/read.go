@@ -86,6 +86,7 @@ type file struct {
 // missing, at most upto of them. It holds rot, so the set is one
 // consistent generation, which it returns (see Log.gen).
 func (l *Log) openSet(upto int) ([]file, uint64) {
+	defer l.holdSet()() // first: a rotation takes the file's lock before rot
 	l.rot.RLock()
 	defer l.rot.RUnlock()
 	var set []file
@@ -94,9 +95,28 @@ func (l *Log) openSet(upto int) ([]file, uint64) {
 		if !ok && i > 0 {
 			break
 		}
+		if ok && seen(set, fl.ino) {
+			fl.f.Close() // rotated on while the set was opened
+			continue
+		}
 		set = append(set, fl)
 	}
 	return set, l.gen
+}
+
+// seen says whether set has the file with inode ino already. Without this
+// process's rot (another process rotates a shared log, or writes a log
+// this one only reads), a reader opening the set one name after the other
+// may meet a file twice: under its old name and, shifted on meanwhile,
+// under the next; or both at once between a shared rotation's link and
+// its rename (see rotateShared).
+func seen(set []file, ino uint64) bool {
+	for _, fl := range set {
+		if fl.f != nil && fl.ino == ino {
+			return true
+		}
+	}
+	return false
 }
 
 // maxGens bounds how many rotated files a reader looks for.

@@ -202,22 +202,27 @@ func TestFollowWaitsForWholeRecords(t *testing.T) {
 }
 
 // A follower away for longer than max_files covers goes on from the
-// oldest file kept.
+// oldest file kept: following the writer here, a shared log, or a log
+// written elsewhere (known by inode, which the dropped file's successor
+// may have again).
 func TestFollowAfterItsFileWasDropped(t *testing.T) {
-	d := testutil.StateDir(t)
-	l := New(d, "w-0", Options{MaxSize: 4096, MaxFiles: 1, Writer: true})
-	numbered(t, l, 0, 5, Stdout)
-	_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
-	defer cur.Close()
-	numbered(t, l, 5, 300, Stdout)
-	got := nextAll(t, cur)
-	if len(got) == 0 || seqOf(t, got[len(got)-1].Line) != 304 {
-		t.Fatalf("got %d records", len(got))
-	}
-	first := seqOf(t, got[0].Line)
-	for i, e := range got {
-		if seqOf(t, e.Line) != first+i {
-			t.Fatalf("a gap inside what was kept at %d", i)
+	for _, o := range []Options{{Writer: true}, {Writer: true, Shared: true}, {}} {
+		d := testutil.StateDir(t)
+		o.MaxSize, o.MaxFiles = 4096, 1
+		l := New(d, "w-0", o)
+		numbered(t, l, 0, 5, Stdout)
+		_, cur := read(t, []Source{{ID: "w:0", Log: l}}, Query{})
+		defer cur.Close()
+		numbered(t, l, 5, 300, Stdout)
+		got := nextAll(t, cur)
+		if len(got) == 0 || seqOf(t, got[len(got)-1].Line) != 304 {
+			t.Fatalf("%+v: got %d records", o, len(got))
+		}
+		first := seqOf(t, got[0].Line)
+		for i, e := range got {
+			if seqOf(t, e.Line) != first+i {
+				t.Fatalf("%+v: a gap inside what was kept at %d", o, i)
+			}
 		}
 	}
 }

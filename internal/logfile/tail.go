@@ -24,7 +24,7 @@ func Read(srcs []Source, q Query, fn func(*Entry) error) (*Cursor, error) {
 	total := 0
 	var floor int64 = math.MinInt64 // older than the oldest kept: no use reading on
 	for i, src := range srcs {
-		c.pos[i].ver = src.Log.Version() // before reading: a write meanwhile is read again
+		c.pos[i].ver, c.pos[i].looked = src.Log.Version(), time.Now() // before reading: a write meanwhile is read again
 		upto := maxGens
 		if q.Tail == 0 {
 			upto = 1 // only the end is needed, which may be in the file before the current one
