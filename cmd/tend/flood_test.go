@@ -388,4 +388,3 @@ func TestTTYFloodAcrossAKeeperKill(t *testing.T) {
 	t.Logf("the keeper's death lost %d bytes", missing)
 	downAndGone(t, c, up, runs)
 }
-

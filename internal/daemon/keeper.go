@@ -87,7 +87,7 @@ var _ supervisor.Keeper = (*ttyKeeper)(nil)
 func (d *daemon) openKeeper() *ttyKeeper {
 	k := &ttyKeeper{d: d, sock: keeper.At(d.state.Root), kept: map[string]keeper.Run{}, logs: map[string]keeper.LogSpec{},
 		taken: map[string]takenMaster{}, masters: map[string]int{}, stopR: -1, stopW: -1,
-		wakes: map[string]chan<- struct{}{}, bases: map[string]string{}}
+		bases: map[string]string{}}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil {
 		k.stopR, k.stopW = p[0], p[1]
@@ -137,18 +137,8 @@ func (k *ttyKeeper) notices() keeper.Notices {
 	}
 }
 
-// wrote wakes the follower of id's terminal.
-func (k *ttyKeeper) wrote(id string) {
-	k.wmu.Lock()
-	ch := k.wakes[id]
-	k.wmu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+// wrote wakes the followers of id's log: the screen's, tend logs -f.
+func (k *ttyKeeper) wrote(id string) { k.d.capture.Changed(id) }
 
 // failed says out loud that a tty run's output could not be kept: a line,
 // and the log counted as a state file that fails (degraded_storage, tend
@@ -170,17 +160,6 @@ func (k *ttyKeeper) healed(id string) {
 	if base != "" {
 		k.d.state.Root.Health().Wrote(k.d.state.Logs.Rel(base + ".log"))
 	}
-}
-
-// Follow implements supervisor.Keeper.
-func (k *ttyKeeper) Follow(id string, wake chan<- struct{}) {
-	k.wmu.Lock()
-	defer k.wmu.Unlock()
-	if wake == nil {
-		delete(k.wakes, id)
-		return
-	}
-	k.wakes[id] = wake
 }
 
 // Ready implements supervisor.Keeper.

@@ -73,7 +73,7 @@ func (k *keeper) keep(m Keep, master int) {
 		k.fail(h, 0, err)
 		return // read on, and counted as lost
 	}
-	h.log = logfile.New(k.logs, m.Log.Base, logfile.Options{MaxSize: m.Log.MaxSize, MaxFiles: m.Log.MaxFiles})
+	h.log = logfile.New(k.logs, m.Log.Base, logfile.Options{MaxSize: m.Log.MaxSize, MaxFiles: m.Log.MaxFiles, Shared: true})
 }
 
 // openLogs opens state_dir/logs through the state directory's descriptor,
@@ -151,6 +151,12 @@ func (k *keeper) add(h *held, data []byte) {
 // waited for, as a terminal the daemon closes is not.
 func (k *keeper) drain(h *held) {
 	for range 16 {
+		// Only what is there now: another holder of the master may have
+		// put it back in blocking mode (the mode is the open file's).
+		fds := []unix.PollFd{{Fd: int32(h.master), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 0); n <= 0 {
+			break
+		}
 		var n int
 		var err error
 		for {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal"
 )
 
@@ -19,8 +20,8 @@ import (
 // reads to the terminal's screen and to TTYOutput's function, which makes
 // it the instance's activity and, with forward_output, forwards it as
 // text lines (terminal.TextLines). Two processes append to the log (the
-// keeper its tty records, the daemon its notes), so the daemon follows
-// its files, not its own writes (KeeperWrites).
+// keeper its tty records, the daemon its notes): it is shared
+// (NewTTYOutput).
 
 // TTYControl is what the capture does with the follower of a run's
 // terminal: Resume wakes it once the forwarded lines it handed on have
@@ -40,13 +41,21 @@ type ttyStream struct {
 // ttyRead bounds what the follower hands on at once while forwarding.
 const ttyRead = 16 << 10
 
-// KeeperWrites says the instance runs in a terminal: the keeper writes its
-// output into the log, which this process follows by its files rather than
-// by its own writes (logfile.Log.EndWriter), since another process
-// appends to it and rotates it. Called once, before any run.
-func (o *Output) KeeperWrites() {
-	if o.e != nil {
-		o.e.log.EndWriter()
+// NewTTYOutput is NewOutput for an instance that runs in a terminal: the
+// terminal keeper appends its runs' output to the log while the daemon
+// appends its notes, so the log is shared (logfile.Options.Shared: each
+// batch under an flock of the current file, rotated under it), and the
+// daemon says Changed when the keeper says it wrote (Capture.Changed).
+func NewTTYOutput(c *Capture, id string, l program.Logs) *Output { return newOutput(c, id, l, true) }
+
+// Changed says the keeper wrote instance id's log: its followers (the
+// screen's, tend logs -f) look at it now.
+func (c *Capture) Changed(id string) {
+	c.mu.Lock()
+	e := c.logs[id]
+	c.mu.Unlock()
+	if e != nil {
+		e.log.Changed()
 	}
 }
 

@@ -30,7 +30,7 @@ func raw(es []logfile.Entry) []byte {
 // keeper): a record a line, the rest partial.
 func keeperWrites(t *testing.T, r *rig, id string, data string) {
 	t.Helper()
-	l := logfile.New(r.c.opts.Logs, baseName(id), logfile.Options{MaxSize: smallLogs.MaxSize, MaxFiles: smallLogs.MaxFiles})
+	l := logfile.New(r.c.opts.Logs, baseName(id), logfile.Options{MaxSize: smallLogs.MaxSize, MaxFiles: smallLogs.MaxFiles, Shared: true})
 	b := []byte(data)
 	for len(b) > 0 {
 		rec := logfile.Record{TS: time.Now(), Stream: logfile.TTY, Line: b}
@@ -47,6 +47,7 @@ func keeperWrites(t *testing.T, r *rig, id string, data string) {
 		t.Fatal(err)
 	}
 	l.CloseFile()
+	r.c.Changed(id) // as the daemon does when the keeper says it wrote
 }
 
 type nopCtl struct{}
@@ -66,8 +67,7 @@ func TestTTYOutputFollowsTheKeepersLog(t *testing.T) {
 		defer mu.Unlock()
 		return fwd.Write(p)
 	})})
-	o := NewOutput(r.c, "t:0", smallLogs)
-	o.KeeperWrites()
+	o := NewTTYOutput(r.c, "t:0", smallLogs)
 	start := o.TTYFollow()
 	if start == nil {
 		t.Fatal("no cursor")

@@ -72,8 +72,11 @@ func newHarnessWith(t *testing.T, setup func(*Deps)) *harness {
 	})
 	deps := Deps{
 		Reaper: testReaper, Publish: h.publish, Update: h.update,
-		Rand: rand.Float64, Capture: h.capture, Keeper: newTestKeeper(t, root),
+		Rand: rand.Float64, Capture: h.capture,
 	}
+	tk := newTestKeeper(t, root)
+	tk.changed = h.capture.Changed
+	deps.Keeper = tk
 	if setup != nil {
 		setup(&deps)
 	}

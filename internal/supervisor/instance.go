@@ -187,7 +187,7 @@ func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance 
 		id: id, k: k, deps: deps, spec: spec, digest: digest,
 		done:  make(chan struct{}),
 		box:   inbox{sig: make(chan struct{}, 1), active: true}, // held by its creator until letGo
-		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
+		out:   newOutput(spec, id, deps),
 		state: program.StateStopped,
 	}
 	in.kept = in.keptNow() // a new instance has nothing to keep until it changes

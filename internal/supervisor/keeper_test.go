@@ -26,12 +26,11 @@ type testKeeper struct {
 	c    *keeper.Client
 	kept map[string]keeper.Run
 
-	wmu   sync.Mutex
-	wakes map[string]chan<- struct{}
+	changed func(id string) // the capture's Changed
 }
 
 func newTestKeeper(t *testing.T, root *statedir.Dir) *testKeeper {
-	return &testKeeper{t: t, root: root, kept: map[string]keeper.Run{}, wakes: map[string]chan<- struct{}{}}
+	return &testKeeper{t: t, root: root, kept: map[string]keeper.Run{}}
 }
 
 func (k *testKeeper) Ready() error {
@@ -80,14 +79,8 @@ func (k *testKeeper) Ready() error {
 }
 
 func (k *testKeeper) wrote(id string) {
-	k.wmu.Lock()
-	ch := k.wakes[id]
-	k.wmu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	if k.changed != nil {
+		k.changed(id)
 	}
 }
 
@@ -114,13 +107,3 @@ func (k *testKeeper) Drop(id string, pid int) {
 }
 
 func (k *testKeeper) Take(string, int, keeper.LogSpec) (int, bool) { return -1, false }
-
-func (k *testKeeper) Follow(id string, wake chan<- struct{}) {
-	k.wmu.Lock()
-	defer k.wmu.Unlock()
-	if wake == nil {
-		delete(k.wakes, id)
-		return
-	}
-	k.wakes[id] = wake
-}

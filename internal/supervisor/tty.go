@@ -12,6 +12,7 @@ import (
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/restart"
+	"github.com/tend-sh/tend/internal/spawn"
 	"github.com/tend-sh/tend/internal/terminal"
 )
 
@@ -50,9 +51,6 @@ type Keeper interface {
 	// daemon left with the keeper, for the caller to own, the keeper
 	// reading it into log; false if none.
 	Take(id string, pid int, log keeper.LogSpec) (fd int, ok bool)
-	// Follow has wake poked (without blocking) whenever the keeper has
-	// written instance id's log; nil stops it.
-	Follow(id string, wake chan<- struct{})
 }
 
 // TTY is a tty instance's terminal as other goroutines see it.
@@ -78,6 +76,15 @@ type TTY struct {
 	replayFrom time.Time
 }
 
+// newOutput is the instance's output: a tty instance's log is shared with
+// the terminal keeper.
+func newOutput(spec *program.Spec, id string, deps Deps) *spawn.Output {
+	if spec.Tty {
+		return spawn.NewTTYOutput(deps.Capture, id, spec.Logs)
+	}
+	return spawn.NewOutput(deps.Capture, id, spec.Logs)
+}
+
 // newTTY returns the terminal side of a tty instance, nil for others.
 func newTTY(in *Instance) *TTY {
 	if !in.spec.Tty {
@@ -87,7 +94,6 @@ func newTTY(in *Instance) *TTY {
 	if size.Valid() != nil {
 		size = terminal.DefaultSize
 	}
-	in.out.KeeperWrites()
 	return &TTY{in: in, base: size, size: size, atRest: true, attaches: map[*attach]struct{}{}}
 }
 
@@ -203,9 +209,6 @@ func (in *Instance) endTTY(pid int, started time.Time) {
 	}
 	if f != nil {
 		f.end() // the screen has drawn it
-	}
-	if k != nil {
-		k.Follow(in.id, nil)
 	}
 	t.Hangup()
 	t.Close()

@@ -13,10 +13,10 @@ import (
 // follows that log, from where the run began (or, for an adopted run,
 // from exactly where the replayed tail ends), and hands the bytes, in
 // order and each once, to the terminal (screen, clients) and to the
-// capture (activity, forward_output). It is woken by the keeper after
-// each write (Keeper.Follow), and looks at the log every followPoll
-// besides, in case a wake was lost with a keeper that died
-// (docs/terminal.md#the-keeper).
+// capture (activity, forward_output). It is woken when the keeper says it
+// wrote (the log's Changed, through its Cursor), and looks at the log
+// every followPoll besides, in case a wake was lost with a keeper that
+// died (docs/terminal.md#the-keeper).
 
 // followPoll is how often a follower looks at its log without a wake.
 const followPoll = time.Second
@@ -27,7 +27,7 @@ type ttyFollow struct {
 	t      *terminal.Terminal
 	cur    *logfile.Cursor // owned by the goroutine
 	out    func([]byte) bool
-	wake   chan struct{} // room for one: wakes coalesce
+	wake   chan struct{} // Resume's; room for one: wakes coalesce
 	stop   chan struct{}
 	done   chan struct{}
 	paused atomic.Bool // the capture asked to wait (forwarded lines behind), or Freeze
@@ -40,9 +40,6 @@ func (in *Instance) followTTY(t *terminal.Terminal, cur *logfile.Cursor) *ttyFol
 	}
 	f := &ttyFollow{t: t, cur: cur, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	f.out = in.out.TTYOutput(f)
-	if k := in.deps.Keeper; k != nil {
-		k.Follow(in.id, f.wake)
-	}
 	go f.run()
 	return f
 }
@@ -76,6 +73,7 @@ func (f *ttyFollow) run() {
 		return
 	}
 	defer f.cur.Close()
+	wrote := f.cur.C()
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	for {
@@ -83,6 +81,7 @@ func (f *ttyFollow) run() {
 		case <-f.stop:
 			f.feed(true)
 			return
+		case <-wrote:
 		case <-f.wake:
 		case <-tick.C:
 		}
