@@ -58,7 +58,7 @@ type keeper struct {
 	conns   map[int]*outbox  // daemons' connections: the one of the moment, and one dying, whose last words still count
 	masters map[int]*held    // by master (an epoll event's key)
 	pidfds  map[int]*held    // by pidfd
-	byRun   map[Run]*held    //
+	byRun   map[Run]*held    // every run held
 	quit    bool             // a daemon left with quit: exit once nothing is held
 	buf     []byte           // the read chunk
 	now     func() time.Time // the records' clock

@@ -76,9 +76,9 @@ type Deps struct {
 	Turned   func(stopReason string, d time.Duration)
 	Version  string // tend's, for a protocol agent's clientInfo
 	Answered func(by string)
-	// Keeper holds copies of tty runs' terminals so that they outlive the
-	// daemon (tty.go); nil: none, and a later daemon adopts a tty run
-	// without its terminal.
+	// Keeper reads tty runs' terminals into their logs, and holds them so
+	// that they outlive the daemon (tty.go); nil: none, and a tty run does
+	// not start (the resources error).
 	Keeper Keeper
 }
 

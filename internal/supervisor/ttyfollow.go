@@ -94,18 +94,17 @@ func (f *ttyFollow) run() {
 func (f *ttyFollow) feed(last bool) {
 	var b []byte
 	for last || !f.paused.Load() {
-		es, more, err := f.cur.Next()
-		if err != nil {
-			return
-		}
 		b = b[:0]
-		for i := range es {
-			if e := &es[i]; e.Stream == logfile.TTY {
-				b = append(b, e.Line...)
-				if !e.Partial {
+		more, err := f.cur.Visit(func(r *logfile.Record) {
+			if r.Stream == logfile.TTY {
+				b = append(b, r.Line...)
+				if !r.Partial {
 					b = append(b, '\n')
 				}
 			}
+		})
+		if err != nil {
+			return
 		}
 		if len(b) > 0 {
 			f.t.Feed(b)
