@@ -205,7 +205,7 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	n, secs := floodSize()
 	conf := floodConf(t, dir, n, 12, secs, "sleep", "")
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
-	up, stderr := startUpLogged(t, tend, conf)
+	up, _ := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
 	runs := pids(t, c, "flood:0")
 	pid := runs["flood:0"]
@@ -214,7 +214,7 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	during := 0
 	for kill := range 20 {
 		if kill > 0 {
-			up, stderr = startUpLogged(t, tend, conf)
+			up = startUp(t, tend, conf)
 		}
 		if kill%2 == 1 {
 			// Every other kill waits for the run's adoption first: the
@@ -231,7 +231,7 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	if during < 10 {
 		t.Logf("the flood was quicker than the kills: fewer kills came during it than meant")
 	}
-	up, stderr = startUpLogged(t, tend, conf)
+	up, stderr := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
 	if got := pids(t, c, "flood:0"); got["flood:0"] != pid {
 		t.Fatalf("the run changed: %v, was %d\n%s", got, pid, stderr())

@@ -50,6 +50,11 @@ type ttyKeeper struct {
 	kept   map[string]keeper.Run     // the run each instance's master was kept for, for its Drop
 	logs   map[string]keeper.LogSpec // the log each kept run's master is read into
 	taken  map[string]takenMaster    // masters handed back at start, not yet claimed by an adoption
+	// old is a keeper of an earlier version found at start, which only
+	// holds masters; it is told to go once a keeper of this version reads
+	// them (settle), so that a terminal is never held by this daemon alone.
+	old     *keeper.Client
+	oldHeld []keeper.Master
 	noted  bool                      // a failure to keep was said once
 	closed bool                      // tend down: no keeper is started any more
 
@@ -68,9 +73,8 @@ type ttyKeeper struct {
 	// The keeper's notices come on its connection's own goroutine, which
 	// must never wait for mu (a Drop holds the connection while it waits
 	// for its answer): what they need is guarded by wmu.
-	wmu   sync.Mutex                 // guards what follows
-	wakes map[string]chan<- struct{} // each tty instance's follower (Keeper.Follow)
-	bases map[string]string          // each kept instance's log's base name, for the storage health
+	wmu   sync.Mutex        // guards what follows
+	bases map[string]string // each kept instance's log's base name, for the storage health
 }
 
 // takenMaster is a master handed back at start; old: by a keeper of an
@@ -99,7 +103,7 @@ func (d *daemon) openKeeper() *ttyKeeper {
 	}
 	old := c.Old()
 	if old {
-		k.retire(c, held)
+		k.old, k.oldHeld = c, held // retired once the adoptions have handed its masters on (settle)
 	} else {
 		k.c = c
 		k.watchLocked()
@@ -114,9 +118,8 @@ func (d *daemon) openKeeper() *ttyKeeper {
 }
 
 // retire tells a keeper of an earlier version, which only held masters,
-// to let go of them and to go: this daemon holds their copies, and hands
-// each to a keeper of its own version, which reads it, as its adoption
-// claims it (Take).
+// to let go of them and to go: this daemon has handed each to a keeper of
+// its own version, which reads it, as its adoption claimed it (Take).
 func (k *ttyKeeper) retire(c *keeper.Client, held []keeper.Master) {
 	runs := make([]keeper.Run, len(held))
 	for i, h := range held {
@@ -292,6 +295,10 @@ func (k *ttyKeeper) settle(later map[string]supervisor.Adoption) {
 			_ = k.c.Drop(h.Run)
 		}
 	}
+	if k.old != nil {
+		k.retire(k.old, k.oldHeld)
+		k.old, k.oldHeld = nil, nil
+	}
 }
 
 // connectLocked makes sure there is a connection: to the keeper serving
@@ -300,10 +307,20 @@ func (k *ttyKeeper) connectLocked() error {
 	if k.c != nil {
 		return nil
 	}
-	c, held, err := keeper.Dial(k.sock, k.notices(), k.knownLocked()...)
+	var c *keeper.Client
+	var held []keeper.Master
+	err := keeper.ErrClosed
+	if k.old == nil { // else the socket is the old keeper's: a keeper of this version is started
+		c, held, err = keeper.Dial(k.sock, k.notices(), k.knownLocked()...)
+	}
 	if err == nil && c.Old() {
-		k.retire(c, held) // its masters are this daemon's already
-		err = keeper.ErrClosed
+		// Found only now (the socket was not served at start): its
+		// masters are this daemon's already, handed to a keeper of this
+		// version as their runs are adopted.
+		k.retire(c, held)
+		for _, h := range held {
+			unix.Close(h.FD)
+		}
 	} else if err == nil {
 		for _, h := range held {
 			unix.Close(h.FD) // this daemon holds its own of each
@@ -393,6 +410,10 @@ func (k *ttyKeeper) quit() {
 	k.closed = true
 	c, child, pid := k.c, k.child, k.pid
 	k.c = nil
+	if k.old != nil {
+		k.old.Close() // an old keeper never retired (no adoption ran): it holds on, as it would have
+		k.old = nil
+	}
 	for id, h := range k.taken {
 		unix.Close(h.FD)
 		delete(k.taken, id)

@@ -222,7 +222,7 @@ func (k *keeper) receive(conn int) bool {
 			k.drain(h)
 			k.close(h)
 		}
-		k.post(conn, Dropped{m.Run}) // also for a run it does not hold (ended, or never kept): nothing of it is unwritten
+		k.post(conn, Dropped(m)) // also for a run it does not hold (ended, or never kept): nothing of it is unwritten
 	case List:
 		return k.list(conn)
 	case Quit:
