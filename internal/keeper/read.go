@@ -99,23 +99,41 @@ func (k *keeper) openLogs() error {
 
 // read reads one chunk of h's master into its log; EIO (every slave is
 // closed) ends it.
+// A pty hands out a few KiB a read: the turn reads on while more is
+// there, up to ReadChunk, so that a flood costs one write and one wake of
+// the daemon per chunk, not per read.
 func (k *keeper) read(h *held) {
-	for {
-		n, err := unix.Read(h.master, k.buf)
-		switch {
-		case err == unix.EINTR:
+	off := 0
+	for off < len(k.buf) {
+		if off > 0 && !readable(h.master) {
+			break
+		}
+		n, err := unix.Read(h.master, k.buf[off:])
+		if err == unix.EINTR {
 			continue
-		case err == unix.EAGAIN:
-			return
-		case err != nil || n == 0:
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil || n == 0 { // EIO: every slave is closed
+			k.add(h, k.buf[:off])
 			k.flushOne(h)
 			k.tell(Ended{h.run})
 			k.close(h)
 			return
 		}
-		k.add(h, k.buf[:n])
-		return
+		off += n
 	}
+	k.add(h, k.buf[:off])
+}
+
+// readable says whether fd has something to read now. Only what is there
+// is read: another holder of the master may have put it in blocking mode
+// (the mode is the open file's, shared by every copy).
+func readable(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, 0)
+	return n > 0
 }
 
 // add appends one read to h's log as records of stream tty: a record per
@@ -123,6 +141,9 @@ func (k *keeper) read(h *held) {
 // given back byte for byte: each line, and a newline after each record
 // that is not partial).
 func (k *keeper) add(h *held, data []byte) {
+	if len(data) == 0 {
+		return
+	}
 	h.batch += int64(len(data))
 	h.dirty = true
 	if h.log == nil {
@@ -151,10 +172,7 @@ func (k *keeper) add(h *held, data []byte) {
 // waited for, as a terminal the daemon closes is not.
 func (k *keeper) drain(h *held) {
 	for range 16 {
-		// Only what is there now: another holder of the master may have
-		// put it back in blocking mode (the mode is the open file's).
-		fds := []unix.PollFd{{Fd: int32(h.master), Events: unix.POLLIN}}
-		if n, _ := unix.Poll(fds, 0); n <= 0 {
+		if !readable(h.master) {
 			break
 		}
 		var n int
