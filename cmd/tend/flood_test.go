@@ -185,25 +185,69 @@ func checkFlood(t *testing.T, dir string, n, w int, gaps, maxGap int) int {
 	return missing
 }
 
+// burstPy writes lines 0 … n-1 as "%0*d\n" of width w in bursts, as fast
+// as the terminal takes them: a burst of n/20 lines for each b read from
+// the FIFO fifo; at e, the rest, then END, then it sleeps on.
+const burstPy = `
+import os, sys
+n, w, fifo = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+out = sys.stdout.buffer
+fmt = b"%0" + str(w).encode() + b"d\n"
+gate = open(fifo, "rb", buffering=0)
+i, burst = 0, max(1, n // 20)
+while i < n:
+    c = gate.read(1)
+    end = n if c in (b"e", b"") else min(n, i + burst)
+    while i < end:
+        k = min(end, i + 4096)
+        out.write(b"".join(fmt % j for j in range(i, k)))
+        out.flush()
+        i = k
+out.write(b"END\n")
+out.flush()
+os.execvp("sleep", ["sleep", "100000"])
+`
+
 // floodSize is the default test's flood, and the soak's: numbered lines
-// of 12 digits (13 bytes, 14 in the terminal's CR LF).
-func floodSize() (lines int, secs float64) {
+// of 12 digits (13 bytes, 14 in the terminal's CR LF), and how long a
+// burst of a twentieth of them may take at most, about.
+func floodSize() (lines int, burst time.Duration) {
 	if *soak {
-		return 200000000 / 13, 120 // 200 MB
+		return 200000000 / 13, 400 * time.Millisecond // 200 MB
 	}
-	return 1500000, 30 // 19.5 MB
+	return 1500000, 40 * time.Millisecond // 19.5 MB
 }
 
-// A tty run floods its terminal with numbered lines while the daemon is
-// killed outright (SIGKILL) at 20 random moments, and started again each
-// time: the log holds every line once, whole, in order. A killed daemon
-// had read nothing that the keeper had not written.
+// A tty run floods its terminal with numbered lines, in 20 bursts as fast
+// as the terminal takes them, and the daemon is killed outright (SIGKILL)
+// at a random moment of each burst (or of its own start, replay or
+// following), and started again each time: the log holds every line once,
+// whole, in order. A killed daemon had read nothing that the keeper had
+// not written.
 func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	dir := t.TempDir()
 	tend := tendBinary(t)
 	becomeSubreaper(t)
-	n, secs := floodSize()
-	conf := floodConf(t, dir, n, 12, secs, "sleep", "")
+	n, burst := floodSize()
+	py, fifo := filepath.Join(dir, "burst.py"), filepath.Join(dir, "bursts")
+	write(t, py, burstPy)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gate, err := os.OpenFile(fifo, os.O_RDWR, 0) // read and write: opening it never waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, fmt.Sprintf(`[program.flood]
+command = ["python3", "-u", "%s", "%d", "12", "%s"]
+tty = true
+restart = "never"
+[program.flood.logs]
+max_size = "256MiB"
+max_files = 8
+`, py, n, fifo))
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
 	up, _ := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
@@ -211,7 +255,6 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	pid := runs["flood:0"]
 	orphaned(t, keeperOf(t, dir))
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 29))
-	during := 0
 	for kill := range 20 {
 		if kill > 0 {
 			up = startUp(t, tend, conf)
@@ -221,15 +264,14 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 			// others may come as the daemon starts, replays or follows.
 			waitRunning(t, c, "flood:0")
 		}
-		time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
-		if comm(pid) != "sleep" {
-			during++
+		if _, err := gate.Write([]byte("b")); err != nil {
+			t.Fatal(err)
 		}
+		time.Sleep(time.Duration(rng.Int64N(int64(burst))))
 		killUp(t, up, up.Process.Pid, runs)
 	}
-	t.Logf("%d of 20 kills during the flood", during)
-	if during < 10 {
-		t.Logf("the flood was quicker than the kills: fewer kills came during it than meant")
+	if _, err := gate.Write([]byte("e")); err != nil {
+		t.Fatal(err)
 	}
 	up, stderr := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
@@ -327,7 +369,7 @@ func TestTTYFloodAcrossUpgrades(t *testing.T) {
 	becomeSubreaper(t)
 	n, secs := 1000000, 15.0
 	if *soak {
-		n, secs = floodSize()
+		n, secs = 200000000/13, 60 // 200 MB
 	}
 	conf := floodConf(t, dir, n, 12, secs, "sleep", "")
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
