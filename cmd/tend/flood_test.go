@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/keeper"
 	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
@@ -208,6 +209,32 @@ out.flush()
 os.execvp("sleep", ["sleep", "100000"])
 `
 
+// burstConf writes the config of a program of burstPy's, n lines, and
+// returns it with the FIFO that gates its bursts.
+func burstConf(t *testing.T, dir string, n int) (string, *os.File) {
+	t.Helper()
+	py, fifo := filepath.Join(dir, "burst.py"), filepath.Join(dir, "bursts")
+	write(t, py, burstPy)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gate, err := os.OpenFile(fifo, os.O_RDWR, 0) // read and write: opening it never waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gate.Close() })
+	conf := filepath.Join(dir, "tend.toml")
+	write(t, conf, fmt.Sprintf(`[program.flood]
+command = ["python3", "-u", "%s", "%d", "12", "%s"]
+tty = true
+restart = "never"
+[program.flood.logs]
+max_size = "256MiB"
+max_files = 8
+`, py, n, fifo))
+	return conf, gate
+}
+
 // floodSize is the default test's flood, and the soak's: numbered lines
 // of 12 digits (13 bytes, 14 in the terminal's CR LF), and how long a
 // burst of a twentieth of them may take at most, about.
@@ -229,25 +256,7 @@ func TestTTYFloodAcrossDaemonKills(t *testing.T) {
 	tend := tendBinary(t)
 	becomeSubreaper(t)
 	n, burst := floodSize()
-	py, fifo := filepath.Join(dir, "burst.py"), filepath.Join(dir, "bursts")
-	write(t, py, burstPy)
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gate, err := os.OpenFile(fifo, os.O_RDWR, 0) // read and write: opening it never waits
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Close()
-	conf := filepath.Join(dir, "tend.toml")
-	write(t, conf, fmt.Sprintf(`[program.flood]
-command = ["python3", "-u", "%s", "%d", "12", "%s"]
-tty = true
-restart = "never"
-[program.flood.logs]
-max_size = "256MiB"
-max_files = 8
-`, py, n, fifo))
+	conf, gate := burstConf(t, dir, n)
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
 	up, _ := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
@@ -400,20 +409,21 @@ func TestTTYFloodAcrossUpgrades(t *testing.T) {
 // A keeper killed outright in the middle of a flood loses at most what it
 // had read and not yet written: one read chunk (docs/terminal.md#a-keeper-that-dies).
 // The run keeps its terminal (a new keeper reads on), and a daemon SIGKILL
-// after that loses nothing more.
+// in the middle of the next burst loses nothing.
 func TestTTYFloodAcrossAKeeperKill(t *testing.T) {
 	dir := t.TempDir()
 	tend := tendBinary(t)
 	becomeSubreaper(t)
-	n := 1000000
-	conf := floodConf(t, dir, n, 12, 10, "sleep", "")
+	n, burst := floodSize()
+	conf, gate := burstConf(t, dir, n)
 	c := client.New(filepath.Join(dir, ".tend", "tend.sock"))
 	up, stderr := startUpLogged(t, tend, conf)
 	waitRunning(t, c, "flood:0")
 	runs := pids(t, c, "flood:0")
 	pid := runs["flood:0"]
 	old := keeperOf(t, dir)
-	time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
+	gate.Write([]byte("b"))
+	time.Sleep(time.Duration(rand.Int64N(int64(burst))))
 	syscall.Kill(old, syscall.SIGKILL)
 	var kp int
 	testutil.Eventually(t, "a new keeper holding the run's master", func() bool {
@@ -421,12 +431,21 @@ func TestTTYFloodAcrossAKeeperKill(t *testing.T) {
 		return kp > 0 && kp != old && holdsTerminalOf(kp, pid)
 	}, testutil.Explain(stderr))
 	orphaned(t, kp)
-	time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
+	gate.Write([]byte("b"))
+	time.Sleep(time.Duration(rand.Int64N(int64(burst))))
 	killUp(t, up, up.Process.Pid, runs)
 	up = startUp(t, tend, conf)
 	waitRunning(t, c, "flood:0")
+	if !holdsTerminalOf(kp, pid) {
+		t.Errorf("the new keeper lost the run's terminal")
+	}
+	gate.Write([]byte("e"))
 	testutil.Eventually(t, "the flood's end", func() bool { return comm(pid) == "sleep" })
-	missing := checkFlood(t, dir, n, 12, 1, 64<<10)
+	missing := checkFlood(t, dir, n, 12, 1, ReadChunk)
 	t.Logf("the keeper's death lost %d bytes", missing)
 	downAndGone(t, c, up, runs)
 }
+
+// ReadChunk is the keeper's read chunk (keeper.ReadChunk): what its death
+// may lose of a terminal.
+const ReadChunk = keeper.ReadChunk
