@@ -18,8 +18,11 @@ import (
 // every followPoll besides, in case a wake was lost with a keeper that
 // died (docs/terminal.md#the-keeper).
 
-// followPoll is how often a follower looks at its log without a wake.
-const followPoll = time.Second
+// followPoll is how often a follower looks at its log without a wake: a
+// wake is lost only with a keeper killed between its write and its word,
+// and the next write wakes it anyway. Rare, so that a thousand idle
+// terminals cost next to nothing.
+const followPoll = 10 * time.Second
 
 // ttyFollow feeds one run's terminal from the instance's log, on a
 // goroutine of its own: it never holds the keeper or the instance loop.
