@@ -192,10 +192,14 @@ func (k *keeper) drain(h *held) {
 }
 
 // flush writes every log written this turn, and owes each daemon a wrote.
+// A log not written this turn has its file closed: the keeper holds a
+// log file open only while its run floods, not one per run for good.
 func (k *keeper) flush() {
 	for _, h := range k.byRun {
 		if h.dirty {
 			k.flushOne(h)
+		} else if h.log != nil && h.log.IsOpen() {
+			h.log.CloseFile()
 		}
 	}
 }

@@ -79,6 +79,7 @@ func (f *ttyFollow) run() {
 	wrote := f.cur.C()
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
+	f.feed(false) // what was written before C was watched
 	for {
 		select {
 		case <-f.stop:
