@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ func TestMain(m *testing.M) {
 type notes struct {
 	mu     sync.Mutex
 	wrote  int
+	healed int
 	ended  []Run
 	failed []Failed
 }
@@ -39,6 +41,7 @@ func (n *notes) notices() Notices {
 		Wrote:  func(string) { n.mu.Lock(); n.wrote++; n.mu.Unlock() },
 		Ended:  func(r Run) { n.mu.Lock(); n.ended = append(n.ended, r); n.mu.Unlock() },
 		Failed: func(f Failed) { n.mu.Lock(); n.failed = append(n.failed, f); n.mu.Unlock() },
+		Healed: func(string) { n.mu.Lock(); n.healed++; n.mu.Unlock() },
 	}
 }
 
@@ -354,4 +357,55 @@ func fdList(pid int) string {
 		b.WriteString(e.Name() + " -> " + l + "\n")
 	}
 	return b.String()
+}
+
+// A log that cannot be written: the keeper reads on (the run does not
+// block), says how much it could not write and why, and once it can write
+// again says so and writes on.
+func TestKeeperSaysWhatItCannotWrite(t *testing.T) {
+	_, _, c, _, sd, n := startKeeperIn(t)
+	// state_dir/logs is a file: no log can be opened in it.
+	if err := os.WriteFile(filepath.Join(sd.Path(), "logs"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, r, waited := startInTTY(t, `i=0; while [ $i -lt 4096 ]; do printf '%0127d\n' $i; i=$((i+1)); done; while read x; do echo "after $x"; done`)
+	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	lost := func() int64 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		var b int64
+		for _, f := range n.failed {
+			b += f.Bytes
+		}
+		return b
+	}
+	testutil.Eventually(t, "the 512 KiB written said lost", func() bool { return lost() >= 4096*129 },
+		testutil.Explain(func() string { return fmt.Sprintf("%d bytes said lost: %+v", lost(), n.failed) }))
+	select {
+	case <-waited:
+		t.Fatal("the run ended")
+	default:
+	}
+	n.mu.Lock()
+	why := n.failed[0].Err
+	n.mu.Unlock()
+	if !strings.Contains(why, "logs") {
+		t.Errorf("failed says %q", why)
+	}
+	// The directory comes back: the next write heals.
+	if err := os.Remove(filepath.Join(sd.Path(), "logs")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the log written again", func() bool {
+		m.Write([]byte("x\r"))
+		b, _ := os.ReadFile(filepath.Join(sd.Path(), "logs", testLog.Base+".log"))
+		return strings.Contains(string(b), "after x")
+	})
+	testutil.Eventually(t, "healed said", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.healed > 0
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,11 +70,17 @@ func (k *keeper) keep(m Keep, master int) {
 	if pidfd >= 0 {
 		k.pidfds[pidfd] = h
 	}
+	k.openLog(h)
+}
+
+// openLog makes h's log, once state_dir/logs can be opened; until then
+// what the run writes is read, counted and said as lost.
+func (k *keeper) openLog(h *held) {
 	if err := k.openLogs(); err != nil {
 		k.fail(h, 0, err)
-		return // read on, and counted as lost
+		return
 	}
-	h.log = logfile.New(k.logs, m.Log.Base, logfile.Options{MaxSize: m.Log.MaxSize, MaxFiles: m.Log.MaxFiles, Shared: true})
+	h.log = logfile.New(k.logs, h.spec.Base, logfile.Options{MaxSize: h.spec.MaxSize, MaxFiles: h.spec.MaxFiles, Shared: true})
 }
 
 // openLogs opens state_dir/logs through the state directory's descriptor,
@@ -146,6 +153,10 @@ func (k *keeper) add(h *held, data []byte) {
 	}
 	h.batch += int64(len(data))
 	h.dirty = true
+	if h.log == nil && time.Since(h.triedAt) >= time.Second {
+		h.triedAt = time.Now() // state_dir/logs may be back
+		k.openLog(h)
+	}
 	if h.log == nil {
 		return
 	}
@@ -194,13 +205,21 @@ func (k *keeper) drain(h *held) {
 // flush writes every log written this turn, and owes each daemon a wrote.
 // A log not written this turn has its file closed: the keeper holds a
 // log file open only while its run floods, not one per run for good.
+// What was lost and not yet said is said within a second or so
+// (unsaid: the loop looks again soon).
 func (k *keeper) flush() {
+	k.unsaid = false
 	for _, h := range k.byRun {
 		if h.dirty {
 			k.flushOne(h)
 		} else if h.log != nil && h.log.IsOpen() {
 			h.log.CloseFile()
 		}
+		if h.lost > 0 && time.Since(h.saidAt) >= time.Second {
+			k.tell(Failed{ID: h.run.ID, Bytes: h.lost, Err: h.lastErr})
+			h.lost, h.saidAt = 0, time.Now()
+		}
+		k.unsaid = k.unsaid || h.lost > 0
 	}
 }
 
@@ -211,7 +230,7 @@ func (k *keeper) flushOne(h *held) {
 	batch := h.batch
 	h.dirty, h.batch = false, 0
 	if h.log == nil {
-		k.fail(h, batch, fmt.Errorf("no log: %s cannot be opened", "state_dir/logs"))
+		k.fail(h, batch, fmt.Errorf("state_dir/logs cannot be opened"))
 		return
 	}
 	err := h.log.Flush()
@@ -223,7 +242,10 @@ func (k *keeper) flushOne(h *held) {
 		return
 	}
 	if h.failed {
-		h.failed = false
+		if h.lost > 0 {
+			k.tell(Failed{ID: h.run.ID, Bytes: h.lost, Err: h.lastErr})
+		}
+		h.failed, h.lost = false, 0
 		k.tell(Healed{ID: h.run.ID})
 	}
 	for _, ob := range k.conns {
@@ -231,10 +253,18 @@ func (k *keeper) flushOne(h *held) {
 	}
 }
 
-// fail says n bytes of h's output were read and could not be written.
+// fail counts n bytes of h's output as read and not written, and says so:
+// at once the first time, then at most once a second with what was lost
+// meanwhile (a flood onto a full disk is not a message a read).
 func (k *keeper) fail(h *held, n int64, err error) {
-	h.failed = true
-	k.tell(Failed{ID: h.run.ID, Bytes: n, Err: err.Error()})
+	h.lost += n
+	h.lastErr = err.Error()
+	if h.failed && time.Since(h.saidAt) < time.Second {
+		return
+	}
+	h.failed, h.saidAt = true, time.Now()
+	k.tell(Failed{ID: h.run.ID, Bytes: h.lost, Err: h.lastErr})
+	h.lost = 0
 }
 
 // leaderExited stops watching the run's leader; its master is read on
@@ -248,6 +278,10 @@ func (k *keeper) leaderExited(h *held) {
 
 // close lets h go: its master, its pidfd, its log's file.
 func (k *keeper) close(h *held) {
+	if h.lost > 0 { // what was lost since failed was last said
+		k.tell(Failed{ID: h.run.ID, Bytes: h.lost, Err: h.lastErr})
+		h.lost = 0
+	}
 	_ = unix.EpollCtl(k.ep, unix.EPOLL_CTL_DEL, h.master, nil)
 	unix.Close(h.master)
 	delete(k.masters, h.master)

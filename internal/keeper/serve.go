@@ -30,15 +30,19 @@ const firstGrace = 10 * time.Second
 // held is one run's terminal: its master, read always, the pidfd that
 // says when its leader exits, and its log.
 type held struct {
-	run    Run
-	master int
-	pidfd  int // -1 once the leader has exited: the master is read on until EIO
-	spec   LogSpec
-	log    *logfile.Log // nil when state_dir/logs cannot be opened: what is read is counted as lost
-	batch  int64        // bytes added since the last flush
-	dirty  bool         // records added since the last flush
-	addErr error        // a record of this turn was not written
-	failed bool         // failed was said, healed not yet
+	run     Run
+	master  int
+	pidfd   int // -1 once the leader has exited: the master is read on until EIO
+	spec    LogSpec
+	log     *logfile.Log // nil when state_dir/logs cannot be opened: what is read is counted as lost
+	batch   int64        // bytes added since the last flush
+	dirty   bool         // records added since the last flush
+	addErr  error        // a record of this turn was not written
+	failed  bool         // failed was said, healed not yet
+	lost    int64        // bytes lost since failed was last said
+	lastErr string       // why, the last time
+	saidAt  time.Time    // when failed was last said
+	triedAt time.Time    // when the log was last tried, while it cannot be opened
 }
 
 // outbox is what the keeper owes a daemon's connection: the messages it
@@ -60,6 +64,7 @@ type keeper struct {
 	pidfds  map[int]*held    // by pidfd
 	byRun   map[Run]*held    // every run held
 	quit    bool             // a daemon left with quit: exit once nothing is held
+	unsaid  bool             // output lost and not yet said (flush)
 	buf     []byte           // the read chunk
 	now     func() time.Time // the records' clock
 }
@@ -106,6 +111,8 @@ func serve(listen, dir int, grace time.Duration) int {
 			wait = int(max(grace-time.Since(alone), 0)/time.Millisecond) + 1
 		case k.owing():
 			wait = 10 // a daemon's socket was full: try again soon
+		case k.unsaid:
+			wait = 250
 		}
 		n, err := unix.EpollWait(ep, events, wait)
 		if err == unix.EINTR {
