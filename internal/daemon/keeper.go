@@ -18,9 +18,9 @@ import (
 // ttyKeeper is the daemon's side of the keeper process (package keeper),
 // the supervisors' Keeper: it hands the keeper a copy of each tty run's
 // master, which the keeper reads always into the run's log, wakes the
-// run's follower whenever the keeper has written (ttyFollow, in the
-// supervisor), and at start takes back the masters an earlier daemon's
-// runs left there.
+// followers of that log whenever the keeper has written (the screen's,
+// ttyfollow.go in the supervisor; tend logs -f), and at start takes back
+// the masters an earlier daemon's runs left there.
 //
 // The keeper is found at start (state_dir/keep.sock) or started when the
 // first tty run needs one; a tty run does not start without one (Ready).

@@ -44,7 +44,7 @@ import "strconv"
 // SocketName is the keeper's socket in the state directory.
 const SocketName = "keep.sock"
 
-// Arg0 and Marker make a process the keeper (see init).
+// Arg0 and Marker make a process the keeper (see MaybeServe).
 const (
 	Arg0   = "tend-keeper"
 	Marker = "TEND_KEEPER"
