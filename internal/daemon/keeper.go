@@ -50,13 +50,14 @@ type ttyKeeper struct {
 	kept   map[string]keeper.Run     // the run each instance's master was kept for, for its Drop
 	logs   map[string]keeper.LogSpec // the log each kept run's master is read into
 	taken  map[string]takenMaster    // masters handed back at start, not yet claimed by an adoption
+	noted  bool                      // a failure to keep was said once
+	closed bool                      // tend down: no keeper is started any more
+
 	// old is a keeper of an earlier version found at start, which only
 	// holds masters; it is told to go once a keeper of this version reads
 	// them (settle), so that a terminal is never held by this daemon alone.
 	old     *keeper.Client
 	oldHeld []keeper.Master
-	noted  bool                      // a failure to keep was said once
-	closed bool                      // tend down: no keeper is started any more
 
 	// masters is the daemon's own copy of each kept run's master, by
 	// instance id (the run is kept[id]), for a keeper that replaces one
