@@ -166,7 +166,7 @@ func inProcess(n int) (InProc, error) {
 			s.Close()
 		}
 	}()
-	if t, s, err := terminal.Open(terminal.Options{}); err == nil { // the epoll loops exist before the baseline
+	if t, s, err := terminal.Open(terminal.Options{}); err == nil { // whatever the first terminal sets up exists before the baseline
 		t.Close()
 		s.Close()
 	}
@@ -177,14 +177,7 @@ func inProcess(n int) (InProc, error) {
 			return r, err
 		}
 		terms, slaves = append(terms, t), append(slaves, s)
-		if _, err := s.Write([]byte("> ")); err != nil {
-			return r, err
-		}
-	}
-	for _, t := range terms { // every prompt read and drawn
-		for !strings.HasPrefix(t.Text(), ">") {
-			time.Sleep(time.Millisecond)
-		}
+		t.Feed([]byte("> ")) // as the daemon's follower hands on what the keeper read
 	}
 	r.TerminalHeap = (heap() - h0) / int64(n)
 	r.Goroutines = runtime.NumGoroutine() - g0

@@ -33,7 +33,7 @@ type FloodRun struct {
 	Written     measure.Ms `json:"written_ms"`
 	Shown       measure.Ms `json:"shown_ms"`
 	ServerCPU   measure.Ms `json:"server_cpu_ms"` // tend's daemon; tmux's server
-	KeeperCPU   measure.Ms `json:"keeper_cpu_ms"` // tend's keeper (it holds the terminals and reads nothing)
+	KeeperCPU   measure.Ms `json:"keeper_cpu_ms"` // tend's keeper (it reads the terminals and writes the logs)
 	ClientCPU   measure.Ms `json:"client_cpu_ms"` // the attached client
 	ClientBytes int64      `json:"client_bytes"`  // what the attached client drew
 }

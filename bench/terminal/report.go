@@ -138,8 +138,9 @@ func reportFlood(w io.Writer, f *Flood) {
 			continue
 		}
 		ratio := m.shown.Seconds() / t.shown.Seconds()
-		fmt.Fprintf(w, "   %s: tend's throughput is %.2fx tmux's (target >= 0.8x: %s); its server CPU per MB %.2fx tmux's\n",
-			map[bool]string{false: "no client", true: "attached"}[att], ratio, verdict(ratio >= 0.8), float64(t.server)/float64(max(1, m.server)))
+		fmt.Fprintf(w, "   %s: tend's throughput is %.2fx tmux's (target >= 0.9x: %s); daemon + keeper CPU per MB %s (%.2fx tmux's server)\n",
+			map[bool]string{false: "no client", true: "attached"}[att], ratio, verdict(ratio >= 0.9), ms(t.server+t.keeper),
+			float64(t.server+t.keeper)/float64(max(1, m.server)))
 	}
 }
 

@@ -10,11 +10,13 @@ import (
 	"github.com/tend-sh/tend/internal/program"
 )
 
-// A keeper that dies (docs/terminal.md#a-keeper-that-dies). The daemon
-// reads every tty run's master itself, so nothing a run writes is lost
-// while the daemon lives; what the keeper's death takes is the terminals'
-// protection against the daemon's own death. So the daemon keeps a master
-// of its own of every run it hands the keeper (holdLocked), waits on a
+// A keeper that dies (docs/terminal.md#a-keeper-that-dies). The keeper
+// reads every tty run's master into its log; a keeper killed outright
+// loses what it had read and not yet written (at most a read chunk per
+// run: it writes each turn's reads at the end of the turn), and until
+// another reads on, the runs block once their terminals are full. So the
+// daemon keeps a master of its own of every run it hands the keeper
+// (holdLocked), waits on a
 // pidfd of the keeper it talks to (watchLocked), and when that keeper
 // dies says so (a stderr line, a daemon event with phase keeper_replaced,
 // tend_keeper_restarts_total, tend doctor), starts another at once and
@@ -24,7 +26,7 @@ import (
 
 // holdLocked keeps a copy of fd, the master of run r of instance id, for
 // a keeper that replaces one that died; Drop lets it go.
-func (k *ttyKeeper) holdLocked(id string, r keeper.Run, fd int) {
+func (k *ttyKeeper) holdLocked(id string, r keeper.Run, fd int, log keeper.LogSpec) {
 	own, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return // the keeper still gets its copy; a replacement would not
@@ -32,6 +34,10 @@ func (k *ttyKeeper) holdLocked(id string, r keeper.Run, fd int) {
 	k.releaseLocked(id)
 	k.masters[id] = own
 	k.kept[id] = r
+	k.logs[id] = log
+	k.wmu.Lock()
+	k.bases[id] = log.Base
+	k.wmu.Unlock()
 }
 
 // releaseLocked closes the daemon's own copy of instance id's master.
@@ -148,7 +154,7 @@ func (k *ttyKeeper) replaceLocked(dead int) bool {
 	switch {
 	case ev.Count == nil:
 		ev.Error = err.Error()
-		line = fmt.Sprintf("keeper pid %d died, and no keeper could be started: %v (tty runs keep their terminals while this daemon lives, but do not outlive it with them)", dead, err)
+		line = fmt.Sprintf("keeper pid %d died, and no keeper could be started: %v (tty runs keep their terminals, but nothing reads them: they block once their terminals are full)", dead, err)
 	case len(failed) > 0:
 		ev.Error = err.Error()
 		line = fmt.Sprintf("keeper pid %d died; keeper pid %d replaces it and holds %d tty run(s)' terminals again, but not those of %s: %v", dead, ev.Keeper, *ev.Count, strings.Join(failed, ", "), err)
@@ -164,7 +170,7 @@ func (k *ttyKeeper) replaceLocked(dead int) bool {
 // and says how many it took and which it did not.
 func (k *ttyKeeper) rehandLocked() (n int, failed []string, err error) {
 	for id, fd := range k.masters {
-		if kerr := k.c.Keep(k.kept[id], fd); kerr != nil {
+		if kerr := k.c.Keep(k.kept[id], k.logs[id], fd); kerr != nil {
 			failed, err = append(failed, id), kerr
 			continue
 		}

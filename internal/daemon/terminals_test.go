@@ -260,10 +260,11 @@ tty_size = "60x10"
 		t.Fatalf("the run (%v) or the keeper (%v) died with the daemon", testutil.Alive(pid), testutil.Alive(kp))
 	}
 	os.WriteFile(gate, nil, 0o600)
-	// The run fills its terminal and waits for a reader.
-	testutil.Eventually(t, "the run to block on its full terminal", func() bool {
-		wchan, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
-		return string(wchan) == "n_tty_write" || string(wchan) == "wait_woken" || string(wchan) == "tty_write_lock"
+	// The keeper reads the run while no daemon runs: it writes it all
+	// and goes on to its last command.
+	testutil.Eventually(t, "the run to write all while no daemon runs", func() bool {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		return string(comm) == "sleep\n"
 	}, testutil.Explain(func() string { w, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan"); return string(w) }))
 
 	c2, d, _ := startDaemonSeen(t, dir, conf)

@@ -66,10 +66,26 @@ func Listen(s Socket) (int, error) {
 	return fd, nil
 }
 
-// Client is a daemon's connection to the keeper. One exchange at a time.
+// Client is a daemon's connection to the keeper: requests, one at a time,
+// and the keeper's notices, read on a goroutine of the Client's own and
+// handed to Notices.
 type Client struct {
-	mu sync.Mutex // guards fd, and serialises exchanges
-	fd int        // -1 once closed
+	mu      sync.Mutex // guards fd, and serialises requests
+	fd      int        // -1 once closed
+	version int        // the keeper's: 1 for a keeper that only holds masters (see Old)
+	n       Notices
+	replies chan Message  // dropped, from the reader
+	gone    chan struct{} // closed when the reader stops: the keeper went, or Close
+}
+
+// Notices are what a keeper tells its daemon unasked; each is called on
+// the Client's reading goroutine and must not block for long, nor call the
+// Client. Any may be nil.
+type Notices struct {
+	Wrote  func(id string) // the log of id gained records
+	Ended  func(r Run)     // run r's terminal hung up, all it wrote is in its log
+	Failed func(m Failed)  // output could not be written to a log
+	Healed func(id string) // id's log is written again
 }
 
 // ErrClosed is the error of a Client after Close, or whose keeper went.
@@ -79,34 +95,164 @@ var ErrClosed = errors.New("keeper: connection closed")
 // process that is not a keeper the caller knows.
 var ErrUntrusted = errors.New("not tend's keeper")
 
+// ErrNoAnswer is a request's error when the keeper did not answer in time.
+var ErrNoAnswer = errors.New("keeper: no answer")
+
+// answerTimeout bounds the wait for an answer: a keeper that stops
+// answering must not hold an instance's loop.
+const answerTimeout = 10 * time.Second
+
 // Dial connects to the keeper serving s, if it is one the caller knows:
 // a process of the caller's effective uid whose pid is one of pids (the
 // keeper it started, the one its state records). Anything else serving
 // the socket (another user's process, a process of ours that is not the
 // keeper) is refused with an error wrapping ErrUntrusted, before a word
 // is sent: the daemon hands the keeper the masters of root's terminals
-// (docs/trust.md#sockets).
-func Dial(s Socket, pids ...int) (*Client, error) {
+// (docs/trust.md#sockets). It says hello and takes a copy of every master
+// the keeper holds; the caller owns them. A keeper of version 1 ignores
+// the hello: Old says so.
+func Dial(s Socket, n Notices, pids ...int) (*Client, []Master, error) {
 	fd, err := connect(s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("keeper: %s: SO_PEERCRED: %w", s.Path, err)
+		return nil, nil, fmt.Errorf("keeper: %s: SO_PEERCRED: %w", s.Path, err)
 	}
 	if euid := uint32(os.Geteuid()); cred.Uid != euid || !slices.Contains(pids, int(cred.Pid)) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("keeper: %w: %s is served by pid %d of uid %d, and tend's keeper is %s of uid %d",
+		return nil, nil, fmt.Errorf("keeper: %w: %s is served by pid %d of uid %d, and tend's keeper is %s of uid %d",
 			ErrUntrusted, s.Path, cred.Pid, cred.Uid, pidList(pids), euid)
 	}
-	// A keeper that stops answering must not hold an instance's loop.
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	return &Client{fd: fd}, nil
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) // the greeting's answers only
+	c := &Client{fd: fd, version: 1, n: n, replies: make(chan Message, 16), gone: make(chan struct{})}
+	masters, err := c.greet()
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	if c.Old() {
+		close(c.gone)
+		return c, masters, nil
+	}
+	var none unix.Timeval
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &none)
+	go c.read(fd)
+	return c, masters, nil
 }
+
+// greet says hello and lists: a keeper of this version answers hello
+// first, one of version 1 only the list.
+func (c *Client) greet() ([]Master, error) {
+	if err := send(c.fd, Hello{Version: Version}, -1, 0); err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+	if err := send(c.fd, List{}, -1, 0); err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+	var out []Master
+	fail := func(err error) ([]Master, error) {
+		for _, h := range out {
+			unix.Close(h.FD)
+		}
+		return nil, err
+	}
+	for {
+		m, fds, err := receive(c.fd)
+		if err != nil {
+			return fail(err)
+		}
+		switch m := m.(type) {
+		case Hello:
+			c.version = m.Version
+		case Held:
+			if len(fds) == 1 {
+				out = append(out, Master{Run: m.Run, FD: fds[0]})
+				continue
+			}
+		case End:
+			closeAll(fds)
+			return out, nil
+		}
+		closeAll(fds)
+	}
+}
+
+// receive reads one message, and the descriptors it carried.
+func receive(fd int) (Message, []int, error) {
+	buf := make([]byte, maxMessage+1)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return nil, nil, ErrNoAnswer
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("keeper: %w", err)
+		}
+		if n == 0 {
+			return nil, nil, ErrClosed
+		}
+		fds := rights(oob[:oobn])
+		m, err := Parse(buf[:n])
+		if err != nil {
+			closeAll(fds)
+			continue // a message of a later version's: not for this daemon
+		}
+		return m, fds, nil
+	}
+}
+
+// read hands the keeper's notices on and its answers to the request that
+// waits for them, until the keeper goes or Close.
+func (c *Client) read(fd int) {
+	defer close(c.gone)
+	for {
+		m, fds, err := receive(fd)
+		if err != nil {
+			return
+		}
+		closeAll(fds)
+		switch m := m.(type) {
+		case Wrote:
+			if c.n.Wrote != nil {
+				c.n.Wrote(m.ID)
+			}
+		case Ended:
+			if c.n.Ended != nil {
+				c.n.Ended(m.Run)
+			}
+		case Failed:
+			if c.n.Failed != nil {
+				c.n.Failed(m)
+			}
+		case Healed:
+			if c.n.Healed != nil {
+				c.n.Healed(m.ID)
+			}
+		case Dropped:
+			select {
+			case c.replies <- m:
+			default: // nobody waits for it any more
+			}
+		}
+	}
+}
+
+// Old says the keeper is of version 1: it only holds masters, and reads
+// none. The daemon takes its masters and hands them to a keeper of its
+// own version (Retire tells the old one to go).
+func (c *Client) Old() bool { return c.version < 2 }
+
+// Version is the keeper's protocol version.
+func (c *Client) Version() int { return c.version }
 
 // connect connects to whatever serves s.
 func connect(s Socket) (int, error) {
@@ -144,18 +290,61 @@ func pidList(pids []int) string {
 	return "pid " + strings.Join(known, " or ")
 }
 
-// Keep hands the keeper a copy of master for run r; the caller keeps its
-// own.
-func (c *Client) Keep(r Run, master int) error { return c.send("keep "+r.words(), master) }
+// Keep hands the keeper a copy of master for run r, to read into log; the
+// caller keeps its own.
+func (c *Client) Keep(r Run, log LogSpec, master int) error {
+	return c.send(Keep{Run: r, Log: log}, master)
+}
 
-// Drop says run r is over.
-func (c *Client) Drop(r Run) error { return c.send("drop "+r.words(), -1) }
+// Drop says run r is over, and returns once the keeper has written all it
+// read of it (and closed its master).
+func (c *Client) Drop(r Run) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return ErrClosed
+	}
+	for drained := false; !drained; { // answers to a Drop that timed out
+		select {
+		case <-c.replies:
+		default:
+			drained = true
+		}
+	}
+	if err := send(c.fd, Drop{r}, -1, 0); err != nil {
+		return fmt.Errorf("keeper: %w", err)
+	}
+	timeout := time.NewTimer(answerTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case m := <-c.replies:
+			if m == (Dropped{r}) {
+				return nil
+			}
+		case <-c.gone:
+			return ErrClosed
+		case <-timeout.C:
+			return ErrNoAnswer
+		}
+	}
+}
+
+// Retire tells a keeper of version 1 to let go of runs and to go: its
+// masters were handed to a keeper of this version. The connection is
+// closed.
+func (c *Client) Retire(runs []Run) {
+	for _, r := range runs {
+		_ = c.send(Drop{r}, -1)
+	}
+	_ = c.Quit()
+}
 
 // Quit says the daemon stops cleanly: the keeper exits once it holds
 // nothing (runs a daemon left alone keep theirs), and the connection is
 // closed.
 func (c *Client) Quit() error {
-	err := c.send("quit", -1)
+	err := c.send(Quit{}, -1)
 	c.Close()
 	return err
 }
@@ -177,78 +366,40 @@ func RemoveStale(s Socket) (served bool, err error) {
 	return false, nil
 }
 
-// Held is a master the keeper holds, handed back: FD is the caller's.
-type Held struct {
+// Master is a master the keeper holds, handed back: FD is the caller's.
+type Master struct {
 	Run
 	FD int
 }
 
-// List returns a copy of every master the keeper holds.
-func (c *Client) List() ([]Held, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return nil, ErrClosed
-	}
-	if err := send(c.fd, "list", -1); err != nil {
-		return nil, fmt.Errorf("keeper: %w", err)
-	}
-	var out []Held
-	fail := func(err error) ([]Held, error) {
-		for _, h := range out {
-			unix.Close(h.FD)
-		}
-		return nil, err
-	}
-	buf := make([]byte, maxMessage)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fail(fmt.Errorf("keeper: %w", err))
-		}
-		if n == 0 {
-			return fail(ErrClosed)
-		}
-		fds := rights(oob[:oobn])
-		m, err := parse(buf[:n])
-		switch {
-		case err == nil && m.verb == "end":
-			closeAll(fds)
-			return out, nil
-		case err == nil && m.verb == "held" && len(fds) == 1:
-			out = append(out, Held{Run: m.run, FD: fds[0]})
-		default:
-			closeAll(fds)
-			return fail(fmt.Errorf("keeper: unexpected answer %q", buf[:n]))
-		}
-	}
-}
-
-func (c *Client) send(text string, fd int) error {
+func (c *Client) send(m Message, fd int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
 		return ErrClosed
 	}
-	if err := send(c.fd, text, fd); err != nil {
+	if err := send(c.fd, m, fd, 0); err != nil {
 		return fmt.Errorf("keeper: %w", err)
 	}
 	return nil
 }
 
+// Done is closed when the connection is: the keeper went, or Close.
+func (c *Client) Done() <-chan struct{} { return c.gone }
+
 // Close closes the connection; a keeper without a daemon exits once it
 // holds nothing.
 func (c *Client) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fd >= 0 {
-		unix.Close(c.fd)
-		c.fd = -1
+	fd := c.fd
+	c.fd = -1
+	c.mu.Unlock()
+	if fd < 0 {
+		return
 	}
+	_ = unix.Shutdown(fd, unix.SHUT_RDWR) // wakes the reader
+	<-c.gone
+	unix.Close(fd)
 }
 
 // Env is a keeper's whole environment: the marker, and one thread for Go

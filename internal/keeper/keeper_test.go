@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/statedir"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
@@ -22,10 +27,39 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// notes records what a keeper told its daemon unasked.
+type notes struct {
+	mu     sync.Mutex
+	wrote  int
+	healed int
+	ended  []Run
+	failed []Failed
+}
+
+func (n *notes) notices() Notices {
+	return Notices{
+		Wrote:  func(string) { n.mu.Lock(); n.wrote++; n.mu.Unlock() },
+		Ended:  func(r Run) { n.mu.Lock(); n.ended = append(n.ended, r); n.mu.Unlock() },
+		Failed: func(f Failed) { n.mu.Lock(); n.failed = append(n.failed, f); n.mu.Unlock() },
+		Healed: func(string) { n.mu.Lock(); n.healed++; n.mu.Unlock() },
+	}
+}
+
+func (n *notes) endedRuns() []Run {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.ended)
+}
+
 // startKeeper runs this test binary as a keeper on a new socket in a new
 // state directory, as the daemon does, and returns it with a connection to
 // it, as the daemon that started it would make.
 func startKeeper(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error) {
+	kp, sock, c, done, _, _ := startKeeperIn(t)
+	return kp, sock, c, done
+}
+
+func startKeeperIn(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error, *statedir.Dir, *notes) {
 	t.Helper()
 	sd := testutil.StateDir(t)
 	sock := At(sd)
@@ -54,25 +88,27 @@ func startKeeper(t *testing.T) (*exec.Cmd, Socket, *Client, <-chan error) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	c, err := Dial(sock, cmd.Process.Pid, os.Getpid()) // this process made the socket: until the keeper listens again, it is the peer
+	n := &notes{}
+	c, held, err := Dial(sock, n.notices(), cmd.Process.Pid, os.Getpid()) // this process made the socket: until the keeper listens again, it is the peer
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cmd, sock, c, done
+	if len(held) != 0 || c.Old() {
+		t.Fatalf("a new keeper holds %d, version %d", len(held), c.Version())
+	}
+	t.Cleanup(c.Close)
+	return cmd, sock, c, done, sd, n
 }
 
-// A run in a terminal whose master only the keeper holds goes on writing;
-// a daemon that connects later gets the master back and reads what was
-// written meanwhile. The keeper holds nothing else open, lets a run's
-// master go when the run ends, and exits on quit once it holds nothing.
-func TestKeeperHoldsAndHandsBack(t *testing.T) {
-	kp, sock, c, done := startKeeper(t)
-	pid := kp.Process.Pid
+// startInTTY starts script under sh in a new pty and returns the master
+// and the run, for a keeper to read.
+func startInTTY(t *testing.T, script string) (*os.File, Run, <-chan struct{}) {
+	t.Helper()
 	m, s, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := exec.Command("/bin/sh", "-c", `echo first; read x; echo "second $x"; sleep 1000`)
+	run := exec.Command("/bin/sh", "-c", script)
 	run.Stdin, run.Stdout, run.Stderr = s, s, s
 	run.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if err := run.Start(); err != nil {
@@ -81,72 +117,129 @@ func TestKeeperHoldsAndHandsBack(t *testing.T) {
 	s.Close()
 	waited := make(chan struct{})
 	go func() { run.Wait(); close(waited) }()
-	defer func() { run.Process.Kill(); <-waited }()
+	t.Cleanup(func() { run.Process.Kill(); <-waited; m.Close() })
 	ticks, err := reaper.StartTicks(run.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := Run{ID: "agent:0", PID: run.Process.Pid, Ticks: ticks}
-	if err := c.Keep(r, int(m.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	// A keep of a run that is not the process it says is refused.
-	if err := c.Keep(Run{ID: "liar:0", PID: run.Process.Pid, Ticks: ticks + 1}, int(m.Fd())); err != nil {
-		t.Fatal(err)
-	}
-	m.Write([]byte("typed\r"))
-	m.Close() // the daemon dies: only the keeper's copy is left
-	c.Close()
+	return m, Run{ID: "agent:0", PID: run.Process.Pid, Ticks: ticks}, waited
+}
 
-	var back []Held
-	testutil.Eventually(t, "the master handed back", func() bool {
-		c2, err := Dial(sock, pid)
-		if err != nil {
-			return false
-		}
-		defer c2.Close()
-		back, err = c2.List()
-		return err == nil && len(back) == 1
-	})
-	if back[0].Run != r {
-		t.Fatalf("held %+v, want %+v", back[0].Run, r)
-	}
-	got := ""
-	f := os.NewFile(uintptr(back[0].FD), "master")
-	deadline := time.Now().Add(10 * time.Second)
-	buf := make([]byte, 4096)
-	for !strings.Contains(got, "second typed") && time.Now().Before(deadline) {
-		f.SetReadDeadline(time.Now().Add(time.Second))
-		n, _ := f.Read(buf)
-		got += string(buf[:n])
-	}
-	f.Close()
-	if !strings.Contains(got, "first") || !strings.Contains(got, "second typed") {
-		t.Fatalf("read back %q", got)
-	}
-
-	// Nothing open but its streams, the socket, its epoll set, the daemon's
-	// connection and the one run's master and pidfd.
-	c3, err := Dial(sock, pid)
+// ttyBytes is what a log holds of stream tty, as the run wrote it.
+func ttyBytes(t *testing.T, sd *statedir.Dir, base string) string {
+	t.Helper()
+	logs, err := sd.Sub("logs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c3.Close()
-	testutil.Eventually(t, "the keeper's descriptors", func() bool {
-		return heldOpen(kp.Process.Pid) == "ptmx=1 pidfd=1 socket=2 dir=1 other=0"
-	}, testutil.Explain(func() string { return heldOpen(kp.Process.Pid) + "\n" + fdList(kp.Process.Pid) }))
-
-	// The run ends: its master goes.
-	run.Process.Kill()
-	<-waited
-	testutil.Eventually(t, "the ended run's master dropped", func() bool {
-		held, err := c3.List()
-		for _, h := range held {
-			unix.Close(h.FD)
+	defer logs.Close()
+	var b []byte
+	cur, err := logfile.Read([]logfile.Source{{ID: "x", Log: logfile.New(logs, base, logfile.Options{})}}, logfile.Query{Tail: -1}, func(e *logfile.Entry) error {
+		if e.Stream == logfile.TTY {
+			b = append(b, e.Line...)
+			if !e.Partial {
+				b = append(b, '\n')
+			}
 		}
-		return err == nil && len(held) == 0
+		return nil
 	})
-	if err := c3.Quit(); err != nil {
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Close()
+	return string(b)
+}
+
+var testLog = LogSpec{Base: "agent-0", MaxSize: 1 << 20, MaxFiles: 2}
+
+// The keeper reads a run's terminal while no daemon is connected (the run
+// never blocks), appends every byte to the run's log, tells the daemon of
+// the moment it wrote, and when every slave is closed says the run ended
+// once all of it is written.
+func TestKeeperReadsIntoTheLog(t *testing.T) {
+	kp, sock, c, _, sd, _ := startKeeperIn(t)
+	// 2 MiB, far more than a terminal holds: written while no daemon is
+	// connected, it ends only if the keeper reads it.
+	m, r, waited := startInTTY(t, `i=0; while [ $i -lt 16384 ]; do printf '%0127d\n' $i; i=$((i+1)); done; printf 'no newline'`)
+	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	m.Close() // the daemon dies: only the keeper's copy is left
+	c.Close()
+	select {
+	case <-waited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run blocked while no daemon was connected")
+	}
+	var want strings.Builder
+	for i := range 16384 {
+		fmt.Fprintf(&want, "%0127d\r\n", i)
+	}
+	want.WriteString("no newline")
+	testutil.Eventually(t, "every byte in the log", func() bool {
+		return ttyBytes(t, sd, testLog.Base) == want.String()
+	}, testutil.Explain(func() string { return fmt.Sprintf("%d bytes of %d", len(ttyBytes(t, sd, testLog.Base)), want.Len()) }))
+
+	// A daemon connected now hears of what is written, and of the end.
+	n := &notes{}
+	m2, r2, waited2 := startInTTY(t, `read x; echo "got $x"`)
+	c2, held, err := Dial(sock, n.notices(), kp.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if len(held) != 0 {
+		t.Fatalf("the ended run's master is still held: %v", held)
+	}
+	spec := LogSpec{Base: "other-0", MaxSize: 1 << 20}
+	if err := c2.Keep(r2, spec, int(m2.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	m2.Write([]byte("typed\r"))
+	<-waited2
+	testutil.Eventually(t, "the end said", func() bool { return slices.Contains(n.endedRuns(), r2) })
+	if got := ttyBytes(t, sd, spec.Base); got != "typed\r\ngot typed\r\n" {
+		t.Errorf("log %q", got)
+	}
+	n.mu.Lock()
+	wrote := n.wrote
+	n.mu.Unlock()
+	if wrote == 0 {
+		t.Error("no wrote said")
+	}
+	// A drop of a run that ended is answered at once.
+	if err := c2.Drop(r2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A drop is answered once what the run left in its terminal is in the
+// log; the keeper holds nothing else open, and exits on quit once it holds
+// nothing.
+func TestKeeperDropWritesTheRest(t *testing.T) {
+	kp, _, c, done, sd, _ := startKeeperIn(t)
+	m, r, _ := startInTTY(t, `echo before; read x; echo "after $x"; sleep 1000`)
+	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	// A keep of a run that is not the process it says is refused.
+	if err := c.Keep(Run{ID: "liar:0", PID: r.PID, Ticks: r.Ticks + 1}, testLog, int(m.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the keeper's descriptors", func() bool {
+		// The run's log file is open from a write until the next turn.
+		open := heldOpen(kp.Process.Pid)
+		return open == "ptmx=1 pidfd=1 socket=2 dir=2 other=1" || open == "ptmx=1 pidfd=1 socket=2 dir=2 other=0"
+	}, testutil.Explain(func() string { return heldOpen(kp.Process.Pid) + "\n" + fdList(kp.Process.Pid) }))
+	m.Write([]byte("x\r"))
+	testutil.Eventually(t, "the output logged", func() bool { return strings.Contains(ttyBytes(t, sd, testLog.Base), "after x") })
+	if err := c.Drop(r); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the master let go", func() bool {
+		return heldOpen(kp.Process.Pid) == "ptmx=0 pidfd=0 socket=2 dir=2 other=0"
+	}, testutil.Explain(func() string { return heldOpen(kp.Process.Pid) + "\n" + fdList(kp.Process.Pid) }))
+	if err := c.Quit(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -159,25 +252,13 @@ func TestKeeperHoldsAndHandsBack(t *testing.T) {
 	}
 }
 
-// A keeper holding a run's master stays when its daemon quits; it exits by
-// itself once that run ends, without any daemon.
+// A keeper holding a run's master stays when its daemon quits, and hands
+// the master back to the next daemon; it exits by itself once that run
+// ends, without any daemon.
 func TestKeeperOutlivesQuitWhileHolding(t *testing.T) {
-	_, _, c, done := startKeeper(t)
-	m, s, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := exec.Command("sleep", "1000")
-	run.Stdin, run.Stdout, run.Stderr = s, s, s
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	waited := make(chan struct{})
-	go func() { run.Wait(); close(waited) }()
-	defer func() { run.Process.Kill(); <-waited }()
-	ticks, _ := reaper.StartTicks(run.Process.Pid)
-	if err := c.Keep(Run{ID: "a:0", PID: run.Process.Pid, Ticks: ticks}, int(m.Fd())); err != nil {
+	kp, sock, c, done := startKeeper(t)
+	m, r, _ := startInTTY(t, "sleep 1000")
+	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
@@ -189,7 +270,13 @@ func TestKeeperOutlivesQuitWhileHolding(t *testing.T) {
 		t.Fatal("the keeper exited holding a live run's master")
 	case <-time.After(300 * time.Millisecond):
 	}
-	run.Process.Kill()
+	c2, held, err := Dial(sock, Notices{}, kp.Process.Pid)
+	if err != nil || len(held) != 1 || held[0].Run != r {
+		t.Fatalf("handed back %v, %v", held, err)
+	}
+	unix.Close(held[0].FD)
+	c2.Quit()
+	syscall.Kill(r.PID, syscall.SIGKILL)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -200,18 +287,8 @@ func TestKeeperOutlivesQuitWhileHolding(t *testing.T) {
 	}
 }
 
-// A keeper nobody ever connects to goes away after its grace; a bad
-// message changes nothing.
-func TestKeeperMessages(t *testing.T) {
-	for _, bad := range []string{"", "keep", "keep a:0 x 1", "keep a:0 1", "drop a:0 -1 2", "list x", "hello"} {
-		if _, err := parse([]byte(bad)); err == nil {
-			t.Errorf("parse(%q) accepted", bad)
-		}
-	}
-	m, err := parse([]byte("keep a:0 12 345"))
-	if err != nil || m.run != (Run{ID: "a:0", PID: 12, Ticks: 345}) {
-		t.Errorf("parse = %+v, %v", m, err)
-	}
+// A keeper nobody ever connects to goes away after its grace.
+func TestKeeperGrace(t *testing.T) {
 	sd := testutil.StateDir(t)
 	lfd, err := Listen(At(sd))
 	if err != nil {
@@ -280,4 +357,55 @@ func fdList(pid int) string {
 		b.WriteString(e.Name() + " -> " + l + "\n")
 	}
 	return b.String()
+}
+
+// A log that cannot be written: the keeper reads on (the run does not
+// block), says how much it could not write and why, and once it can write
+// again says so and writes on.
+func TestKeeperSaysWhatItCannotWrite(t *testing.T) {
+	_, _, c, _, sd, n := startKeeperIn(t)
+	// state_dir/logs is a file: no log can be opened in it.
+	if err := os.WriteFile(filepath.Join(sd.Path(), "logs"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, r, waited := startInTTY(t, `i=0; while [ $i -lt 4096 ]; do printf '%0127d\n' $i; i=$((i+1)); done; while read x; do echo "after $x"; done`)
+	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	lost := func() int64 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		var b int64
+		for _, f := range n.failed {
+			b += f.Bytes
+		}
+		return b
+	}
+	testutil.Eventually(t, "the 512 KiB written said lost", func() bool { return lost() >= 4096*129 },
+		testutil.Explain(func() string { return fmt.Sprintf("%d bytes said lost: %+v", lost(), n.failed) }))
+	select {
+	case <-waited:
+		t.Fatal("the run ended")
+	default:
+	}
+	n.mu.Lock()
+	why := n.failed[0].Err
+	n.mu.Unlock()
+	if !strings.Contains(why, "logs") {
+		t.Errorf("failed says %q", why)
+	}
+	// The directory comes back: the next write heals.
+	if err := os.Remove(filepath.Join(sd.Path(), "logs")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the log written again", func() bool {
+		m.Write([]byte("x\r"))
+		b, _ := os.ReadFile(filepath.Join(sd.Path(), "logs", testLog.Base+".log"))
+		return strings.Contains(string(b), "after x")
+	})
+	testutil.Eventually(t, "healed said", func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.healed > 0
+	})
 }

@@ -7,7 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tend-sh/tend/internal/reaper"
+	"github.com/tend-sh/tend/internal/logfile"
+	"github.com/tend-sh/tend/internal/statedir"
 )
 
 // MaybeServe becomes the keeper, and exits when the keeper is done, when
@@ -26,23 +27,54 @@ func MaybeServe() {
 // daemon (the one that started it connects at once).
 const firstGrace = 10 * time.Second
 
-// held is one run's master and the pidfd that says when the run is over.
+// held is one run's terminal: its master, read always, the pidfd that
+// says when its leader exits, and its log.
 type held struct {
-	run    Run
-	master int
-	pidfd  int
+	run     Run
+	master  int
+	pidfd   int // -1 once the leader has exited: the master is read on until EIO
+	spec    LogSpec
+	log     *logfile.Log // nil when state_dir/logs cannot be opened: what is read is counted as lost
+	batch   int64        // bytes added since the last flush
+	dirty   bool         // records added since the last flush
+	addErr  error        // a record of this turn was not written
+	failed  bool         // failed was said, healed not yet
+	lost    int64        // bytes lost since failed was last said
+	lastErr string       // why, the last time
+	saidAt  time.Time    // when failed was last said
+	triedAt time.Time    // when the log was last tried, while it cannot be opened
+}
+
+// outbox is what the keeper owes a daemon's connection: the messages it
+// could not send without blocking, in order, and the wrote of each log
+// written since (one, however many turns).
+type outbox struct {
+	q     []Message
+	wrote map[string]bool
 }
 
 // keeper is the process's state: one goroutine, one epoll set.
 type keeper struct {
-	ep     int
-	listen int
-	dir    int           // the state directory, where the socket is (leave)
-	conns  map[int]bool  // daemons' connections: the one of the moment, and one dying, whose last words still count
-	byFD   map[int]*held // by pidfd (the epoll events' key)
-	byRun  map[Run]*held
-	quit   bool // a daemon left with quit: exit once nothing is held
+	ep      int
+	listen  int
+	dir     int              // the state directory, where the socket is (leave)
+	logs    *statedir.Dir    // state_dir/logs, opened at the first keep
+	conns   map[int]*outbox  // daemons' connections: the one of the moment, and one dying, whose last words still count
+	masters map[int]*held    // by master (an epoll event's key)
+	pidfds  map[int]*held    // by pidfd
+	byRun   map[Run]*held    // every run held
+	quit    bool             // a daemon left with quit: exit once nothing is held
+	unsaid  bool             // output lost and not yet said (flush)
+	buf     []byte           // the read chunk
+	now     func() time.Time // the records' clock
 }
+
+// ReadChunk is what the keeper reads of one terminal per turn at most:
+// every terminal with output gets a chunk before any gets a second, so one
+// flood cannot starve the others. A keeper killed outright loses at most
+// one chunk per terminal (read and not yet written): it flushes every
+// turn (docs/terminal.md#a-keeper-that-dies).
+const ReadChunk = 64 << 10
 
 // serve is the keeper's life; it returns its exit status. listen is the
 // socket the daemon made, dir the state directory it is in.
@@ -58,7 +90,8 @@ func serve(listen, dir int, grace time.Duration) int {
 	if err != nil {
 		return 1
 	}
-	k := &keeper{ep: ep, listen: listen, dir: dir, conns: map[int]bool{}, byFD: map[int]*held{}, byRun: map[Run]*held{}}
+	k := &keeper{ep: ep, listen: listen, dir: dir, conns: map[int]*outbox{}, masters: map[int]*held{},
+		pidfds: map[int]*held{}, byRun: map[Run]*held{}, buf: make([]byte, ReadChunk), now: time.Now}
 	unix.CloseOnExec(listen)
 	unix.CloseOnExec(dir)
 	if k.watch(listen) != nil {
@@ -67,14 +100,19 @@ func serve(listen, dir int, grace time.Duration) int {
 	alone := time.Now() // since when no daemon is connected
 	events := make([]unix.EpollEvent, 64)
 	for {
-		idle := len(k.conns) == 0 && len(k.byFD) == 0
+		idle := len(k.conns) == 0 && len(k.byRun) == 0
 		if idle && (k.quit || time.Since(alone) >= grace) {
 			k.leave()
 			return 0
 		}
 		wait := -1
-		if idle {
+		switch {
+		case idle:
 			wait = int(max(grace-time.Since(alone), 0)/time.Millisecond) + 1
+		case k.owing():
+			wait = 10 // a daemon's socket was full: try again soon
+		case k.unsaid:
+			wait = 250
 		}
 		n, err := unix.EpollWait(ep, events, wait)
 		if err == unix.EINTR {
@@ -84,20 +122,22 @@ func serve(listen, dir int, grace time.Duration) int {
 			return 1
 		}
 		for _, ev := range events[:n] {
-			switch fd := int(ev.Fd); {
-			case fd == listen:
+			fd := int(ev.Fd)
+			if fd == listen {
 				k.accept()
-			case k.conns[fd]:
+			} else if k.conns[fd] != nil {
 				if !k.receive(fd) {
 					k.hangUp(fd)
 					alone = time.Now()
 				}
-			default:
-				if h := k.byFD[fd]; h != nil {
-					k.drop(h) // the run's leader has exited
-				}
+			} else if h := k.masters[fd]; h != nil {
+				k.read(h)
+			} else if h := k.pidfds[fd]; h != nil {
+				k.leaderExited(h)
 			}
 		}
+		k.flush()
+		k.sendOwed()
 	}
 }
 
@@ -146,14 +186,15 @@ func (k *keeper) accept() {
 		unix.Close(fd)
 		return
 	}
-	// A daemon that stops reading must not hold the keeper for good.
+	// A daemon that stops reading must not hold the keeper for good (the
+	// answers to list are the only messages sent blocking).
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	if k.watch(fd) != nil {
 		unix.Close(fd)
 		return
 	}
-	k.conns[fd], k.quit = true, false
+	k.conns[fd], k.quit = &outbox{wrote: map[string]bool{}}, false
 }
 
 func (k *keeper) hangUp(conn int) {
@@ -164,9 +205,9 @@ func (k *keeper) hangUp(conn int) {
 
 // receive handles one datagram on conn; false when its daemon has gone.
 func (k *keeper) receive(conn int) bool {
-	var buf [maxMessage]byte
+	var buf [maxMessage + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := unix.Recvmsg(conn, buf[:], oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(conn, buf[:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
 	if err == unix.EINTR || err == unix.EAGAIN {
 		return true
 	}
@@ -174,84 +215,49 @@ func (k *keeper) receive(conn int) bool {
 		return false
 	}
 	fds := rights(oob[:oobn])
-	m, err := parse(buf[:n])
-	if err != nil || m.verb != "keep" {
-		closeAll(fds) // only keep carries a descriptor
-	}
-	if err != nil {
+	m, err := Parse(buf[:n])
+	if keep, ok := m.(Keep); ok && err == nil && len(fds) == 1 {
+		k.keep(keep, fds[0])
 		return true
 	}
-	switch m.verb {
-	case "keep":
-		if len(fds) != 1 {
-			closeAll(fds)
-			return true
+	closeAll(fds) // only keep carries a descriptor
+	switch m := m.(type) {
+	case Hello:
+		k.post(conn, Hello{Version: Version})
+	case Drop:
+		if h := k.byRun[m.Run]; h != nil {
+			k.drain(h)
+			k.close(h)
 		}
-		k.keep(m.run, fds[0])
-	case "drop":
-		if h := k.byRun[m.run]; h != nil {
-			k.drop(h)
-		}
-	case "list":
+		k.post(conn, Dropped(m)) // also for a run it does not hold (ended, or never kept): nothing of it is unwritten
+	case List:
 		return k.list(conn)
-	case "quit":
+	case Quit:
 		k.quit = true
 		return false
 	}
 	return true
 }
 
-// keep holds master for run r, if r is the process it says it is.
-func (k *keeper) keep(r Run, master int) {
-	pidfd, err := unix.PidfdOpen(r.PID, 0)
-	if err != nil {
-		unix.Close(master)
-		return
-	}
-	if ticks, err := reaper.StartTicks(r.PID); err != nil || ticks != r.Ticks {
-		unix.Close(pidfd)
-		unix.Close(master)
-		return
-	}
-	unix.CloseOnExec(pidfd)
-	if old := k.byRun[r]; old != nil {
-		k.drop(old)
-	}
-	if k.watch(pidfd) != nil {
-		unix.Close(pidfd)
-		unix.Close(master)
-		return
-	}
-	h := &held{run: r, master: master, pidfd: pidfd}
-	k.byFD[pidfd], k.byRun[r] = h, h
-}
-
-func (k *keeper) drop(h *held) {
-	_ = unix.EpollCtl(k.ep, unix.EPOLL_CTL_DEL, h.pidfd, nil)
-	unix.Close(h.pidfd)
-	unix.Close(h.master)
-	delete(k.byFD, h.pidfd)
-	delete(k.byRun, h.run)
-}
-
 // list sends the daemon a copy of every master held; false if it has gone.
+// The daemon reads the answers as they come: they are sent blocking.
 func (k *keeper) list(conn int) bool {
-	for _, h := range k.byFD {
-		if send(conn, "held "+h.run.words(), h.master) != nil {
+	for _, h := range k.byRun {
+		if send(conn, Held{h.run}, h.master, 0) != nil {
 			return false
 		}
 	}
-	return send(conn, "end", -1) == nil
+	return send(conn, End{}, -1, 0) == nil
 }
 
 // send writes one datagram, with fd when it is not -1.
-func send(conn int, text string, fd int) error {
+func send(conn int, m Message, fd int, flags int) error {
 	var oob []byte
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)
 	}
 	for {
-		err := unix.Sendmsg(conn, []byte(text), oob, nil, unix.MSG_NOSIGNAL)
+		err := unix.Sendmsg(conn, Format(m), oob, nil, unix.MSG_NOSIGNAL|flags)
 		if err != unix.EINTR {
 			return err
 		}

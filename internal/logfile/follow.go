@@ -45,6 +45,8 @@ type Cursor struct {
 
 	once sync.Once
 	ch   chan struct{} // woken by the writers of the sources, once C was called
+
+	visit func(*Record) // Visit's: records go to it rather than into Entries
 }
 
 // C is ready whenever a source written by this process has new records
@@ -227,6 +229,10 @@ func (c *Cursor) scanForward(id string, r io.ReaderAt, off, limit int64, out *[]
 }
 
 func (c *Cursor) add(id string, line []byte, out *[]Entry) {
+	if c.visit != nil {
+		c.visitLine(line)
+		return
+	}
 	r := parseLine(line)
 	if !wants(&r, c.stderr, c.raw, c.reading) {
 		return

@@ -139,14 +139,15 @@ func (c *Capture) StreamEnds(id string) (int64, bool) {
 	return e.ends.Load(), true
 }
 
-// acquire returns the entry of id, made if needed, with these limits.
-func (c *Capture) acquire(id string, l program.Logs) *entry {
+// acquire returns the entry of id, made if needed, with these limits;
+// shared: the terminal keeper appends to the log too (KeeperWrites).
+func (c *Capture) acquire(id string, l program.Logs, shared bool) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.logs[id]
 	if e == nil {
 		e = &entry{
-			log: logfile.New(c.opts.Logs, baseName(id), logfile.Options{MaxSize: l.MaxSize, MaxFiles: l.MaxFiles, Writer: true}),
+			log: logfile.New(c.opts.Logs, baseName(id), logfile.Options{MaxSize: l.MaxSize, MaxFiles: l.MaxFiles, Writer: true, Shared: shared}),
 			w:   c.writers[c.next%len(c.writers)],
 		}
 		c.next++
@@ -330,8 +331,8 @@ func (w *writer) write(o *Output, buf []byte) {
 				ends += 2 // a terminal is both of the run's streams
 				continue
 			}
-			if err := o.writeTTY(log, ts, data, f); err != nil {
-				errs = append(errs, err)
+			if f != nil {
+				o.writeTTY(data, f) // the keeper wrote it to the log
 			}
 			continue
 		}

@@ -62,10 +62,12 @@ type stream struct {
 
 // NewOutput returns the output of instance id, with the rotation limits of
 // its log; c nil discards the output. It opens nothing.
-func NewOutput(c *Capture, id string, l program.Logs) *Output {
+func NewOutput(c *Capture, id string, l program.Logs) *Output { return newOutput(c, id, l, false) }
+
+func newOutput(c *Capture, id string, l program.Logs, shared bool) *Output {
 	o := &Output{c: c, id: id, flushed: make(chan struct{}), took: make(chan struct{}, 1)}
 	if c != nil {
-		o.e = c.acquire(id, l)
+		o.e = c.acquire(id, l, shared)
 		o.lines[logfile.Stdout].Max = logfile.DefaultLineMax
 		o.lines[logfile.Stderr].Max = logfile.DefaultLineMax
 	}

@@ -108,7 +108,8 @@ type Request struct {
 	// TTY, when set, is the slave of the run's pseudo-terminal
 	// (terminal.Open): the run's stdin, stdout and stderr, and the
 	// controlling terminal of its new session. Out is then not read (the
-	// terminal hands what it reads to Out.TTYOutput). The caller keeps it
+	// terminal keeper reads the terminal into the log, package keeper).
+	// The caller keeps it
 	// until Start (or Wait) returns, and closes it.
 	TTY *os.File
 	// Protocol: the run's stdin and stdout are the daemon's, for the

@@ -2,50 +2,13 @@ package spawn
 
 import (
 	"bytes"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
-	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
-	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
-
-// startTTYChild runs script under sh in a new terminal whose reads go to o,
-// as the supervisor sets a tty run up.
-func startTTYChild(t *testing.T, o *Output, script string) (*terminal.Terminal, *child) {
-	t.Helper()
-	ctl := &testCtl{} // as the supervisor does: the terminal reads from its start
-	term, slave, err := terminal.Open(terminal.Options{Size: vt.Size{Cols: 40, Rows: 5}, Output: o.TTYOutput(ctl)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl.t.Store(term)
-	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = terminal.SysProcAttr()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	ch := &child{cmd: cmd, stdin: nopCloser{}, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(ch.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-ch.done
-		term.Close()
-	})
-	return term, ch
-}
 
 // raw gives a tty log's bytes back: each record, and a newline after each
 // that is not partial.
@@ -63,10 +26,40 @@ func raw(es []logfile.Entry) []byte {
 	return b
 }
 
-// What a run writes to its terminal is stored byte for byte (the pty turns
-// its newlines into CR LF, as a terminal does), a prompt without a newline
-// included, and forwarded as text lines; it counts as output.
-func TestTTYOutputKeepsTheBytes(t *testing.T) {
+// keeperWrites appends data to the log of id as the keeper does (package
+// keeper): a record a line, the rest partial.
+func keeperWrites(t *testing.T, r *rig, id string, data string) {
+	t.Helper()
+	l := logfile.New(r.c.opts.Logs, baseName(id), logfile.Options{MaxSize: smallLogs.MaxSize, MaxFiles: smallLogs.MaxFiles, Shared: true})
+	b := []byte(data)
+	for len(b) > 0 {
+		rec := logfile.Record{TS: time.Now(), Stream: logfile.TTY, Line: b}
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			rec.Line, b = b[:i], b[i+1:]
+		} else {
+			rec.Partial, b = true, nil
+		}
+		if err := l.Add(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.CloseFile()
+	r.c.Changed(id) // as the daemon does when the keeper says it wrote
+}
+
+type nopCtl struct{}
+
+func (nopCtl) Pause() error { return nil }
+func (nopCtl) Resume()      {}
+
+// The daemon does not write a tty run's output (the keeper does): what it
+// follows of it counts as output, is forwarded as text lines, and its end
+// counts as both streams; TTYTail replays the log and hands back a Cursor
+// from exactly where the replay ends.
+func TestTTYOutputFollowsTheKeepersLog(t *testing.T) {
 	var mu sync.Mutex
 	var fwd bytes.Buffer
 	r := newRig(t, CaptureOptions{Forward: writerFunc(func(p []byte) (int, error) {
@@ -74,114 +67,50 @@ func TestTTYOutputKeepsTheBytes(t *testing.T) {
 		defer mu.Unlock()
 		return fwd.Write(p)
 	})})
-	o := NewOutput(r.c, "t:0", smallLogs)
-	term, ch := startTTYChild(t, o, `printf '\033[1mbold\033[0m line\n50%%\r100%%\n> '; sleep 0.3`)
-	select {
-	case <-ch.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the child did not end")
+	o := NewTTYOutput(r.c, "t:0", smallLogs)
+	start := o.TTYFollow()
+	if start == nil {
+		t.Fatal("no cursor")
 	}
-	term.Close()
+	defer start.Close()
+	const first = "\x1b[1mbold\x1b[0m line\r\n50%\r100%\r\n> "
+	keeperWrites(t, r, "t:0", first)
+	es, _, err := start.Next()
+	if err != nil || string(raw(es)) != first {
+		t.Fatalf("followed %q, %v", raw(es), err)
+	}
+	take := o.TTYOutput(nopCtl{})
+	if !take(raw(es)) {
+		t.Fatal("the follower was asked to wait")
+	}
+	o.Note("a note of the daemon's")
 	o.EndTTY()
 	testutil.Eventually(t, "the terminal's end counted as both streams", func() bool {
 		n, ok := r.c.StreamEnds("t:0")
 		return ok && n == 2
 	})
-	o.Close()
-	want := "\x1b[1mbold\x1b[0m line\r\n50%\r100%\r\n> "
-	testutil.Eventually(t, "the log to hold every byte", func() bool {
-		return string(raw(readAll(t, r.c, logfile.Query{Tail: -1}, "t:0"))) == want
-	})
-	es := readAll(t, r.c, logfile.Query{Tail: -1}, "t:0")
-	if last := es[len(es)-1]; !last.Partial || string(last.Line) != "> " {
-		t.Errorf("the prompt is stored as %+v", last)
-	}
 	if o.LastActivity().IsZero() {
 		t.Error("terminal output did not count as output")
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if got := fwd.String(); got != "t:0 | bold line\nt:0 | 100%\nt:0 | > \n" {
 		t.Errorf("forwarded %q", got)
 	}
-	tail, at := o.TTYTail(time.Time{}, 1<<20)
-	if string(tail) != want || at.IsZero() {
-		t.Errorf("TTYTail = %q at %v", tail, at)
+	mu.Unlock()
+
+	tail, at, cur := o.TTYTail(time.Time{}, 1<<20)
+	if string(tail) != first || at.IsZero() || cur == nil {
+		t.Fatalf("TTYTail = %q at %v", tail, at)
 	}
-	if tail, _ := o.TTYTail(time.Time{}, 4); string(tail) != "\r\n> " {
+	defer cur.Close()
+	keeperWrites(t, r, "t:0", "more\r\n")
+	if es, _, _ := cur.Next(); string(raw(es)) != "more\r\n" {
+		t.Errorf("after the tail, the cursor read %q", raw(es))
+	}
+	if tail, _, c := o.TTYTail(time.Time{}, 4); string(tail) != "re\r\n" || c == nil {
 		t.Errorf("TTYTail of 4 bytes = %q", tail)
+	} else {
+		c.Close()
 	}
-}
-
-// A terminal whose writer is held back stops being read (the run blocks),
-// and every byte arrives once the writer goes on.
-func TestTTYBackpressure(t *testing.T) {
-	gate := make(chan struct{})
-	r := newRig(t, CaptureOptions{Writers: 1, beforeWrite: func(id string) {
-		if id == "fast:0" {
-			<-gate
-		}
-	}})
-	defer func() {
-		select {
-		case <-gate:
-		default:
-			close(gate)
-		}
-	}()
-	o := NewOutput(r.c, "fast:0", program.Logs{MaxSize: 256 << 20, MaxFiles: 1})
-	const n = 100000
-	term, ch := startTTYChild(t, o, "seq 1 "+strconv.Itoa(n)+"; sleep 0.3")
-	testutil.Eventually(t, "the terminal to be paused", func() bool {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		return o.tty != nil && o.tty.paused
-	})
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-ch.done:
-		t.Fatal("the run finished while its writer was held up")
-	default:
-	}
-	if st := procState(ch.cmd.Process.Pid); st != "S" {
-		t.Errorf("the held-back run is in state %q, want S", st)
-	}
-	close(gate)
-	select {
-	case <-ch.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the run did not end")
-	}
-	term.Close()
 	o.Close()
-	var want strings.Builder
-	for i := 1; i <= n; i++ {
-		want.WriteString(strconv.Itoa(i) + "\r\n")
-	}
-	got := raw(readAll(t, r.c, logfile.Query{Tail: -1}, "fast:0"))
-	if string(got) != want.String() {
-		t.Fatalf("%d bytes stored, want %d", len(got), want.Len())
-	}
 }
-
-type testCtl struct {
-	t atomic.Pointer[terminal.Terminal]
-}
-
-func (c *testCtl) Pause() error {
-	if t := c.t.Load(); t != nil {
-		return t.Pause()
-	}
-	return nil
-}
-
-func (c *testCtl) Resume() {
-	if t := c.t.Load(); t != nil {
-		t.Resume()
-	}
-}
-
-type nopCloser struct{}
-
-func (nopCloser) Write(p []byte) (int, error) { return len(p), nil }
-func (nopCloser) Close() error                { return nil }

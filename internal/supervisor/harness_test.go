@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +56,11 @@ func newHarnessWith(t *testing.T, setup func(*Deps)) *harness {
 		}
 	})
 	h := &harness{t: t, snaps: map[string]program.Snapshot{}}
-	logs, err := statedir.Open(filepath.Join(t.TempDir(), "logs"))
+	root, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := root.Sub("logs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +68,15 @@ func newHarnessWith(t *testing.T, setup func(*Deps)) *harness {
 	t.Cleanup(func() { // after the shutdown below: cleanups run last first
 		h.capture.Close()
 		logs.Close()
+		root.Close()
 	})
 	deps := Deps{
 		Reaper: testReaper, Publish: h.publish, Update: h.update,
 		Rand: rand.Float64, Capture: h.capture,
 	}
+	tk := newTestKeeper(t, root)
+	tk.changed = h.capture.Changed
+	deps.Keeper = tk
 	if setup != nil {
 		setup(&deps)
 	}

@@ -76,9 +76,9 @@ type Deps struct {
 	Turned   func(stopReason string, d time.Duration)
 	Version  string // tend's, for a protocol agent's clientInfo
 	Answered func(by string)
-	// Keeper holds copies of tty runs' terminals so that they outlive the
-	// daemon (tty.go); nil: none, and a later daemon adopts a tty run
-	// without its terminal.
+	// Keeper reads tty runs' terminals into their logs, and holds them so
+	// that they outlive the daemon (tty.go); nil: none, and a tty run does
+	// not start (the resources error).
 	Keeper Keeper
 }
 
@@ -187,7 +187,7 @@ func newInstance(spec *program.Spec, digest string, k int, deps Deps) *Instance 
 		id: id, k: k, deps: deps, spec: spec, digest: digest,
 		done:  make(chan struct{}),
 		box:   inbox{sig: make(chan struct{}, 1), active: true}, // held by its creator until letGo
-		out:   spawn.NewOutput(deps.Capture, id, spec.Logs),
+		out:   newOutput(spec, id, deps),
 		state: program.StateStopped,
 	}
 	in.kept = in.keptNow() // a new instance has nothing to keep until it changes

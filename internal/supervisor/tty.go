@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-sh/tend/internal/keeper"
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/restart"
+	"github.com/tend-sh/tend/internal/spawn"
 	"github.com/tend-sh/tend/internal/terminal"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
@@ -18,11 +20,14 @@ import (
 // Terminals of tty instances (docs/terminal.md). Each run of a program with
 // tty = true gets a new pseudo-terminal (package terminal) before it is
 // forked: the slave becomes its stdin, stdout, stderr and controlling
-// terminal, the master stays with tend and is read on the epoll loops into
-// the screen, the attached clients and the log (spawn.Output.TTYOutput).
-// A copy of the master goes to the Keeper, so that the terminal outlives
-// the daemon as the run does; a later daemon takes it back when it adopts
-// the run, and replays the run's log into a fresh screen.
+// terminal. A copy of the master goes to the Keeper, a process of tend's
+// that reads it always and appends what it reads to the instance's log
+// (package keeper), so the run never blocks for want of a daemon and a
+// daemon killed at any moment loses nothing of it; the daemon keeps its
+// own master (input, resizes, the screen's answers) and follows the log
+// into the screen and the attached clients (ttyfollow.go). A later daemon
+// takes the master back when it adopts the run, rebuilds the screen from
+// the log's tail and follows on from exactly there.
 //
 // TTY is the instance's terminal as other goroutines reach it: the API's
 // screen, input and attach (through the daemon), the broker's status. The
@@ -31,17 +36,22 @@ import (
 // instance from run to run until it comes to rest (stopped, exited, fatal,
 // removed).
 
-// Keeper holds copies of tty runs' masters outside the daemon. Its methods
+// Keeper is the terminal keeper, as the instance loops use it. Its methods
 // must not block for long: they are called from instance loops.
 type Keeper interface {
+	// Ready makes sure a keeper runs: a tty run is not started without
+	// one (its terminal would fill, and it would block).
+	Ready() error
 	// Keep hands the keeper a copy of fd, the master of run pid of
-	// instance id; the caller keeps fd.
-	Keep(id string, pid int, fd int)
-	// Drop says run pid of instance id is over: its copy can go.
+	// instance id, to read into log; the caller keeps fd.
+	Keep(id string, pid int, fd int, log keeper.LogSpec) error
+	// Drop says run pid of instance id is over, and returns once all the
+	// run wrote is in its log (or the keeper did not answer in time).
 	Drop(id string, pid int)
-	// Take returns the master a keeper holds for run pid of instance id,
-	// left by an earlier daemon, for the caller to own; false if none.
-	Take(id string, pid int) (fd int, ok bool)
+	// Take returns the master of run pid of instance id that an earlier
+	// daemon left with the keeper, for the caller to own, the keeper
+	// reading it into log; false if none.
+	Take(id string, pid int, log keeper.LogSpec) (fd int, ok bool)
 }
 
 // TTY is a tty instance's terminal as other goroutines see it.
@@ -55,6 +65,8 @@ type TTY struct {
 	base     vt.Size            // tty_size: the size while no client sizes the terminal
 	size     vt.Size            // the terminal's size, and the next run's: sizeLocked's choice
 	sized    uint64             // counts the clients' sizings: the latest has the highest
+	follow   *ttyFollow         // feeds cur from the log, while cur is set
+	next     *logfile.Cursor    // openTTY's, for the run about to start: the log's end before it
 	lost     string             // why the current (adopted) run has no terminal; "" when it has one
 	atRest   bool               // no run and none due: attach is refused
 	attaches map[*attach]struct{}
@@ -63,6 +75,15 @@ type TTY struct {
 	// while its terminal was lost): Screen rebuilds its last screen from
 	// the log from there (ttyended.go). Zero otherwise.
 	replayFrom time.Time
+}
+
+// newOutput is the instance's output: a tty instance's log is shared with
+// the terminal keeper.
+func newOutput(spec *program.Spec, id string, deps Deps) *spawn.Output {
+	if spec.Tty {
+		return spawn.NewTTYOutput(deps.Capture, id, spec.Logs)
+	}
+	return spawn.NewOutput(deps.Capture, id, spec.Logs)
 }
 
 // newTTY returns the terminal side of a tty instance, nil for others.
@@ -79,83 +100,76 @@ func newTTY(in *Instance) *TTY {
 
 // openTTY makes the terminal of the run about to start and returns it with
 // its slave, for spawn.Request.TTY; nil, nil without tty. A terminal that
-// cannot be had is the daemon's problem (the daemon_resources rule).
+// cannot be had, or no keeper to read it, is the daemon's problem (the
+// daemon_resources rule).
 func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
 	h := in.tty
 	if h == nil {
 		return nil, nil, nil
 	}
+	k := in.deps.Keeper
+	if k == nil {
+		return nil, nil, fmt.Errorf("%w: no terminal keeper to read the run's terminal", program.ErrResources)
+	}
+	if err := k.Ready(); err != nil {
+		return nil, nil, fmt.Errorf("%w: no terminal keeper to read the run's terminal: %w", program.ErrResources, err)
+	}
+	cur := in.out.TTYFollow() // the log's end: the run's first byte comes after it
 	h.mu.Lock()
 	size := h.size
+	h.next = cur
 	h.mu.Unlock()
-	output, made := in.ttyOutput()
-	t, slave, err := terminal.Open(terminal.Options{Size: size, History: in.spec.TtyHistory, Output: output})
+	t, slave, err := terminal.Open(terminal.Options{Size: size, History: in.spec.TtyHistory})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
-	made(t)
 	return t, slave, nil
 }
 
-// ttyOutput returns the Output of a terminal about to be made (its reads go
-// to the instance's log) and the function to call with that terminal once
-// it is made: the terminal reads from the moment it is made, and a pause
-// the log asked for before then is undone there, not lost.
-func (in *Instance) ttyOutput() (func([]byte) bool, func(*terminal.Terminal)) {
-	ctl := &ttyCtl{}
-	output := in.out.TTYOutput(ctl)
-	return output, func(t *terminal.Terminal) {
-		ctl.t.Store(t)
-		t.Resume() // nothing paused: nothing done
-	}
-}
-
-// ttyCtl is a terminal's control for the capture (spawn.TTYControl),
-// before and after the terminal exists.
-type ttyCtl struct {
-	t atomic.Pointer[terminal.Terminal]
-}
-
-func (c *ttyCtl) Pause() error {
-	if t := c.t.Load(); t != nil {
-		return t.Pause()
-	}
-	return nil
-}
-
-func (c *ttyCtl) Resume() {
-	if t := c.t.Load(); t != nil {
-		t.Resume()
-	}
+// logSpec is the instance's log as the keeper writes it.
+func (in *Instance) logSpec() keeper.LogSpec {
+	return keeper.LogSpec{Base: in.out.LogBase(), MaxSize: in.spec.Logs.MaxSize, MaxFiles: in.spec.Logs.MaxFiles}
 }
 
 // startedTTY follows spawn.Start: the daemon's slave goes (the run has its
-// own copies), and the terminal is the run's, or closed if none started.
+// own copies), and the terminal is the run's, read by the keeper and
+// followed from the log, or closed if none started.
 func (in *Instance) startedTTY(t *terminal.Terminal, slave *os.File, pid int, err error) {
 	if t == nil {
 		return
 	}
 	slave.Close()
+	h := in.tty
+	h.mu.Lock()
+	cur := h.next
+	h.next = nil
+	h.mu.Unlock()
 	if err != nil {
 		t.Close()
+		if cur != nil {
+			cur.Close()
+		}
 		return
 	}
-	in.tty.begin(t, pid, "")
-	if k := in.deps.Keeper; k != nil {
-		if fd, err := t.Dup(); err == nil {
-			k.Keep(in.id, pid, fd)
-			unix.Close(fd)
-		}
+	f := in.followTTY(t, cur)
+	h.begin(t, pid, "", f)
+	fd, err := t.Dup()
+	if err == nil {
+		err = in.deps.Keeper.Keep(in.id, pid, fd, in.logSpec())
+		unix.Close(fd)
+	}
+	if err != nil {
+		in.out.Note("the terminal keeper does not read this run's terminal (it will block once the terminal is full): " + err.Error())
 	}
 }
 
 // begin puts t in place as the terminal of run pid (nil with why: the run
 // has none) and hands it the attached clients.
-func (h *TTY) begin(t *terminal.Terminal, pid int, why string) {
+func (h *TTY) begin(t *terminal.Terminal, pid int, why string, f *ttyFollow) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.last
-	h.cur, h.pid, h.lost, h.atRest, h.replayFrom = t, pid, why, false, time.Time{}
+	h.cur, h.pid, h.lost, h.atRest, h.replayFrom, h.follow = t, pid, why, false, time.Time{}, f
 	if t == nil {
 		return
 	}
@@ -169,19 +183,20 @@ func (h *TTY) begin(t *terminal.Terminal, pid int, why string) {
 	_ = h.applyLocked() // an error is the ioctl's: the size stays as it was
 }
 
-// endTTY closes the ended run's terminal, after reading what is left in
-// it; its screen stays readable, its clients attached to it until the next
-// run or the instance's rest. The keeper's copy goes. A run that had no
-// terminal here (one that ended while no daemon ran, or whose terminal was
-// lost) leaves its last screen to be rebuilt from its log, from started.
+// endTTY closes the ended run's terminal once the keeper has written all
+// the run wrote and the screen has drawn it; its screen stays readable,
+// its clients attached to it until the next run or the instance's rest. A
+// run that had no terminal here (one that ended while no daemon ran, or
+// whose terminal was lost) leaves its last screen to be rebuilt from its
+// log, from started.
 func (in *Instance) endTTY(pid int, started time.Time) {
 	h := in.tty
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	t := h.cur
-	h.cur, h.pid, h.lost = nil, 0, ""
+	t, f := h.cur, h.follow
+	h.cur, h.pid, h.lost, h.follow = nil, 0, "", nil
 	if t == nil {
 		h.replayFrom = started
 	}
@@ -189,34 +204,50 @@ func (in *Instance) endTTY(pid int, started time.Time) {
 	if t == nil {
 		return
 	}
-	t.Close() // without h.mu: it waits for the epoll loop
-	in.out.EndTTY()
-	if k := in.deps.Keeper; k != nil {
-		k.Drop(in.id, pid)
+	k := in.deps.Keeper
+	if k != nil {
+		k.Drop(in.id, pid) // all the run wrote is in the log now
 	}
+	if f != nil {
+		f.end() // the screen has drawn it
+	}
+	t.Hangup()
+	t.Close()
+	in.out.EndTTY()
 }
 
 // adoptTTY takes back the terminal of a run an earlier daemon started: the
 // master that came with the adoption (tend upgrade) or that the keeper
-// holds, with a screen rebuilt from the tail of the run's log. Without
-// either the run goes on without a terminal tend can read, and says so.
+// holds, with a screen rebuilt from the tail of the run's log and followed
+// on from exactly where that tail ends. Without a master the run goes on
+// without a terminal tend can type into or resize, and says so (the
+// keeper, if it holds it, still reads it into the log).
 func (in *Instance) adoptTTY(a Adoption) {
 	h := in.tty
 	if h == nil {
 		return
 	}
 	fd, ok := a.TTYFD, a.TTYFD > 0
-	if k := in.deps.Keeper; k != nil {
+	k := in.deps.Keeper
+	if k != nil {
 		// The keeper's copy is claimed either way, so that it stays held
 		// for this run (and is let go when it ends).
-		if kfd, kok := k.Take(in.id, a.PID); kok && ok {
+		kfd, kok := k.Take(in.id, a.PID, in.logSpec())
+		switch {
+		case kok && ok:
 			unix.Close(kfd)
-		} else if kok {
+		case kok:
 			fd, ok = kfd, true
+		case ok:
+			// The master came by inheritance alone: the keeper reads it
+			// from now on.
+			if err := k.Keep(in.id, a.PID, fd, in.logSpec()); err != nil {
+				in.out.Note("the terminal keeper does not read the adopted run's terminal: " + err.Error())
+			}
 		}
 	}
 	if !ok {
-		h.begin(nil, a.PID, "the terminal of this run was lost with the daemon that started it; tend restart "+in.id+" gives it a new one")
+		h.begin(nil, a.PID, "the terminal of this run was lost with the daemon that started it; tend restart "+in.id+" gives it a new one", nil)
 		in.out.Note("the adopted run's terminal was not held by a keeper: its output is not read")
 		return
 	}
@@ -235,16 +266,20 @@ func (in *Instance) adoptTTY(a Adoption) {
 	}
 	// The log's times are to the millisecond: the run's first record may
 	// carry the millisecond it started in.
-	replay, at := in.out.TTYTail(a.StartedAt.Truncate(time.Millisecond), replayMax)
-	output, made := in.ttyOutput()
-	t, err := terminal.Adopt(fd, terminal.Options{Size: size, History: in.spec.TtyHistory, Replay: replay, ReplayAt: at, Output: output})
+	replay, at, cur := in.out.TTYTail(a.StartedAt.Truncate(time.Millisecond), replayMax)
+	t, err := terminal.Adopt(fd, terminal.Options{Size: size, History: in.spec.TtyHistory, Replay: replay, ReplayAt: at})
 	if err != nil {
-		h.begin(nil, a.PID, "the adopted run's terminal cannot be read: "+err.Error())
+		if cur != nil {
+			cur.Close()
+		}
+		h.begin(nil, a.PID, "the adopted run's terminal cannot be read: "+err.Error(), nil)
 		in.out.Note("cannot read the adopted run's terminal: " + err.Error())
 		return
 	}
-	made(t)
-	h.begin(t, a.PID, "")
+	if cur == nil {
+		cur = in.out.TTYFollow()
+	}
+	h.begin(t, a.PID, "", in.followTTY(t, cur))
 }
 
 // ttyName names a tty run's master in an upgrade's handover.

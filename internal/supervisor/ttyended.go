@@ -40,7 +40,10 @@ func (h *TTY) rebuilt() {
 	// The log's times are to the millisecond: the run's first record may
 	// carry the millisecond it started in. Read without h.mu: it is the
 	// disk.
-	replay, at := h.in.out.TTYTail(from.Truncate(time.Millisecond), replayMax)
+	replay, at, cur := h.in.out.TTYTail(from.Truncate(time.Millisecond), replayMax)
+	if cur != nil {
+		cur.Close()
+	}
 	var t *terminal.Terminal
 	if len(replay) > 0 {
 		t, _ = terminal.Ended(terminal.Options{Size: size, History: h.in.spec.TtyHistory, Replay: replay, ReplayAt: at})

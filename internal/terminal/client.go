@@ -8,15 +8,15 @@ import (
 
 // Client is one attached viewer of a terminal (a `tend attach`, a browser
 // tab): a bounded queue of the bytes to send it, filled by the terminal's
-// reader and emptied by the client's own goroutine through Next. A client
+// Feed and emptied by the client's own goroutine through Next. A client
 // that falls behind by more than its bound loses what it missed and is
-// sent a fresh redraw of the screen instead, so it never slows the reader
+// sent a fresh redraw of the screen instead, so it never slows Feed
 // or the other clients.
 //
 // A Client outlives the terminal it is attached to: Terminal.MoveClients
 // hands it to the next run's terminal, which sends it that screen.
 type Client struct {
-	wake chan struct{} // room for one: a push while the reader is busy is not lost
+	wake chan struct{} // room for one: a push while the client is busy is not lost
 
 	mu     sync.Mutex // guards what follows; taken after the terminal's mu, never before
 	term   *Terminal  // attached to; nil when not

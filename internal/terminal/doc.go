@@ -12,21 +12,21 @@
 // session, the slave its controlling terminal), then closes its own copy
 // of the slave. Adopt does the same
 // for a master descriptor tend already holds (one a keeper process handed
-// back), with a blank screen. Fd is the master, for such a keeper to copy.
+// back), with a screen that Options.Replay (the tail of the run's log)
+// draws. Dup is a copy of the master, for such a keeper.
 //
-// The master is read whenever the program writes, always, so a program
-// never blocks on a terminal nobody watches. The reading happens on the
-// shared epoll loops of internal/epoll, as the runs' output pipes are read:
-// an idle terminal costs no goroutine, no stack and no read buffer (a
-// loop reads into a pooled 16 KiB chunk), only its descriptor in the
-// loop's set and its screen: about 44 KiB of heap at 120x40 (see
-// BenchmarkIdleTerminal). One read of at most 16 KiB per turn keeps a
-// flooding program from starving the others. Each read goes, in order,
-// to the screen, to every attached client, then to Options.Output (the
-// log), which may return false to pause reading until Resume (the
-// program then blocks, as under any reader that is behind). Done is
-// closed when every copy of the slave is closed; Close reads what is left
-// and closes the master, keeping the screen.
+// The Terminal does not read the master. The terminal keeper (package
+// keeper), a small process of tend's that outlives the daemon, reads every
+// run's master always and appends what it reads to the run's log, so a
+// program never blocks on a terminal nobody watches and a daemon that is
+// killed loses nothing; the daemon follows that log and hands each byte,
+// in order, once, to Feed, which draws it on the screen, sends it to every
+// attached client and types the screen's answers to the program's queries
+// back into the master (docs/terminal.md#the-keeper). An idle terminal
+// costs no goroutine of this package and no read buffer, only its
+// descriptor and its screen: about 44 KiB of heap at 120x40 (see
+// BenchmarkIdleTerminal). Hangup says every copy of the slave is closed
+// (Done is closed then); Close closes the master, keeping the screen.
 //
 // Resize sets the pty's size (the program gets SIGWINCH) and the
 // screen's; whoever resizes last wins, and a 0x0 size (a client whose

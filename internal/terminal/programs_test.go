@@ -55,15 +55,15 @@ func startRun(t *testing.T, size vt.Size, argv ...string) *run {
 func startRunIn(t *testing.T, size vt.Size, env []string, dir string, argv ...string) *run {
 	t.Helper()
 	r := &run{t: t}
-	term, slave, err := Open(Options{Size: size, Output: func(p []byte) bool {
-		r.mu.Lock()
-		r.out = append(r.out, p...)
-		r.mu.Unlock()
-		return true
-	}})
+	term, slave, err := Open(Options{Size: size})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pump(term, func(p []byte) {
+		r.mu.Lock()
+		r.out = append(r.out, p...)
+		r.mu.Unlock()
+	})
 	r.term = term
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave

@@ -12,7 +12,6 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	"github.com/tend-sh/tend/internal/epoll"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
@@ -24,13 +23,6 @@ type Options struct {
 	// kept (tty_history); 0 keeps none.
 	History int
 
-	// Output, when set, gets every byte the program writes, in order, on
-	// the goroutine that reads the terminal, after the screen has taken
-	// it. p is valid only during the call. It must not block; it returns
-	// false to stop reading (the program then blocks on a full terminal,
-	// as under any reader that is behind) until Resume.
-	Output func(p []byte) (more bool)
-
 	// ClientBuffer bounds the bytes an attached client may have waiting;
 	// past it the client is sent a fresh screen instead. 0 = 1 MiB.
 	ClientBuffer int
@@ -38,9 +30,9 @@ type Options struct {
 	Clock func() time.Time // ChangedAt's clock; nil = time.Now
 
 	// Replay, for Adopt, is what the program wrote before (the tail of its
-	// log), fed to the screen before reading starts so that the screen is
-	// not blank until the program draws again; the screen's answers to it
-	// are not sent. ReplayAt is when the last of it was written: the
+	// log), fed to the screen before Feed is first called so that the
+	// screen is not blank until the program draws again; the screen's
+	// answers to it are not sent. ReplayAt is when the last of it was written: the
 	// screen's ChangedAt, rather than now.
 	Replay   []byte
 	ReplayAt time.Time
@@ -49,26 +41,27 @@ type Options struct {
 // ErrClosed is the error of input and resizing once the terminal is closed.
 var ErrClosed = errors.New("terminal closed")
 
-// Terminal is a run's pseudo-terminal seen from tend's end: the master,
-// read whenever the program writes, the screen those bytes draw, and the
-// clients attached to it.
+// Terminal is a run's pseudo-terminal seen from tend's end: the master
+// (for input, resizes and the screen's answers to the program's queries),
+// the screen that what the program wrote draws, and the clients attached
+// to it. It does not read the master: the terminal keeper does, always,
+// into the run's log (package keeper), and whoever follows that log hands
+// the bytes to Feed (docs/terminal.md#the-keeper).
 type Terminal struct {
 	fd    int // the master in the daemon's table; -1 once closed (guarded by mu)
 	opts  Options
-	watch *epoll.Watch // reads a copy of the master on an epoll loop; set before its first call
 	done  chan struct{}
 	ended atomic.Bool  // the program's side hung up (or Close): done is closed
 	chgAt atomic.Int64 // screen.ChangedAt in unix nanos, for readers that must not wait
 	wmu   sync.Mutex   // one input write at a time
 	ends  sync.Once    // closes done
 
-	mu      sync.Mutex // guards what follows, and the screen; taken by the reading handler
+	mu      sync.Mutex // guards what follows, and the screen; taken by Feed
 	scr     *vt.Screen
 	clients map[*Client]struct{}
-	paused  bool // Output asked to stop reading
 }
 
-// Open makes a pseudo-terminal of opts.Size and starts reading its master.
+// Open makes a pseudo-terminal of opts.Size.
 // It returns the terminal and the slave end, in blocking mode, for the
 // child's stdin, stdout and stderr: start the child with SysProcAttr, then
 // close the slave (the terminal sees the program's end hang up only once
@@ -100,9 +93,8 @@ func Open(opts Options) (*Terminal, *os.File, error) {
 }
 
 // Adopt makes a Terminal of a master descriptor tend already holds (one a
-// keeper process handed back), sets the size and starts reading it. The
-// Terminal owns fd from now on, also on error. The screen starts blank:
-// what the program drew before is not known until it draws again.
+// keeper process handed back) and sets the size. The Terminal owns fd from
+// now on, also on error. The screen starts blank but for opts.Replay.
 func Adopt(fd int, opts Options) (*Terminal, error) {
 	if opts.Size == (vt.Size{}) {
 		opts.Size = vt.DefaultSize
@@ -133,14 +125,6 @@ func Adopt(fd int, opts Options) (*Terminal, error) {
 		t.opts.Replay = nil // not kept: the screen holds what it drew
 	}
 	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
-	loops, err := epoll.Shared()
-	if err == nil {
-		_, err = loops.Add(fd, t.readable, epoll.KeepOriginal(), epoll.OnWatch(func(w *epoll.Watch) { t.watch = w }))
-	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("terminal: reading the master: %w", err)
-	}
 	return t, nil
 }
 
@@ -149,14 +133,6 @@ func Adopt(fd int, opts Options) (*Terminal, error) {
 // its stdin, which must be the slave.
 func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-}
-
-// Fd is the master's descriptor, for a keeper to hold a copy of so the
-// terminal outlives the daemon. The Terminal still owns it.
-func (t *Terminal) Fd() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.fd
 }
 
 // Dup returns a copy of the master, close-on-exec, for the caller to hand
@@ -174,81 +150,30 @@ func (t *Terminal) Dup() (int, error) {
 // (every copy of the slave is closed) or the terminal was closed.
 func (t *Terminal) Ended() bool { return t.ended.Load() }
 
-// readChunk is what one handler call reads at most: the loop serves other
-// descriptors between two chunks of a flood.
-const readChunk = 16 << 10
-
-var chunks = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
-
-// readable is the epoll handler: one read's worth into the screen, the
-// clients and Output. It returns false when the program's end hung up.
-func (t *Terminal) readable(fd int) bool {
-	bp := chunks.Get().(*[]byte)
-	defer chunks.Put(bp)
-	for {
-		n, err := unix.Read(fd, *bp)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return true
-		case err != nil || n == 0: // EIO: no slave is open any more
-			t.end()
-			return false
-		}
-		t.take(fd, (*bp)[:n])
-		return true
+// Feed hands the terminal what the program wrote (in order, each byte
+// once): the screen draws it, the attached clients get it, and the
+// screen's answers to the program's queries are typed back into the
+// master (best effort: a program that reads no input gets none).
+func (t *Terminal) Feed(p []byte) {
+	if len(p) == 0 {
+		return
 	}
-}
-
-// take feeds what the program wrote to the screen, the clients and Output.
-// On the loop's thread, with fd the loop's copy of the master.
-func (t *Terminal) take(fd int, p []byte) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.scr.Feed(p)
 	replies := t.scr.TakeReplies(nil)
 	t.chgAt.Store(t.scr.ChangedAt().UnixNano())
 	for c := range t.clients {
 		c.push(p)
 	}
-	t.mu.Unlock()
-	if len(replies) > 0 {
-		_, _ = unix.Write(fd, replies) // best effort: a program that reads no input gets none
-	}
-	if t.opts.Output != nil && !t.opts.Output(p) {
-		t.mu.Lock()
-		t.paused = true
-		t.mu.Unlock()
-		_ = t.watch.PauseLocked()
+	if len(replies) > 0 && t.fd >= 0 {
+		_, _ = unix.Write(t.fd, replies) // non-blocking: never waits for the program
 	}
 }
 
-// Pause stops reading until Resume, after a read under way has been
-// handed on: what the program writes meanwhile waits in the terminal, and
-// the program blocks once that is full. (An upgrade of the daemon pauses
-// its terminals while it hands them over.)
-func (t *Terminal) Pause() error {
-	t.mu.Lock()
-	t.paused = true
-	t.mu.Unlock()
-	if t.watch == nil {
-		return nil
-	}
-	return t.watch.PauseLocked()
-}
-
-// Resume reads on after Output returned false, or after Pause. It may come before the
-// pause that Output's false asks for has taken effect (the handler is
-// still in flight): the watch's Resume runs on the loop after the handler,
-// so it undoes that pause too; a Resume with nothing paused does nothing.
-func (t *Terminal) Resume() {
-	t.mu.Lock()
-	t.paused = false
-	t.mu.Unlock()
-	if t.watch != nil {
-		_ = t.watch.Resume()
-	}
-}
+// Hangup says the program's side hung up (every copy of the slave is
+// closed): Done is closed.
+func (t *Terminal) Hangup() { t.end() }
 
 // end marks the program's end as gone.
 func (t *Terminal) end() {
@@ -259,27 +184,13 @@ func (t *Terminal) end() {
 }
 
 // Done is closed when every copy of the slave is closed (the program and
-// whatever it left behind are gone from the terminal) or on Close.
+// whatever it left behind are gone from the terminal: Hangup) or on Close.
 func (t *Terminal) Done() <-chan struct{} { return t.done }
 
-// Close reads what the program wrote and is still in the terminal, stops
-// reading and closes the master. The screen stays readable, and attached
+// Close closes the master. The screen stays readable, and attached
 // clients stay attached (to be moved to the next run's terminal, or
 // closed).
 func (t *Terminal) Close() error {
-	if w := t.watch; w != nil {
-		_ = w.Do(func(fd int) { // ErrClosed: the handler saw the end
-			for range 64 { // at most 1 MiB more: the rest of a flood is not waited for
-				if !t.readable(fd) || t.ended.Load() {
-					return
-				}
-				if n, _ := unix.IoctlGetInt(fd, unix.TIOCINQ); n == 0 {
-					return
-				}
-			}
-		})
-		_ = w.Close()
-	}
 	t.end()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -358,7 +269,7 @@ func (t *Terminal) Write(p []byte) error {
 			if left <= 0 {
 				return ErrInputStalled
 			}
-			// Wait for room without holding mu (the reader needs it), on
+			// Wait for room without holding mu (Feed needs it), on
 			// a copy of fd that Close cannot pull from under the poll.
 			if err := waitWritable(t, min(left, 100*time.Millisecond)); err != nil {
 				return err

@@ -76,12 +76,18 @@ func child(mode string) {
 }
 
 // startChild runs the test binary as a child in a new Terminal.
-func startChild(t *testing.T, mode string, opts Options) (*Terminal, *exec.Cmd) {
+// out, when given, gets what the child writes, as the screen does.
+func startChild(t *testing.T, mode string, opts Options, out ...func([]byte)) (*Terminal, *exec.Cmd) {
 	t.Helper()
 	term, slave, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var o func([]byte)
+	if len(out) > 0 {
+		o = out[0]
+	}
+	pump(term, o)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "TEND_TERMINAL_CHILD="+mode)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
@@ -243,10 +249,7 @@ func TestClientsSeeTheScreenAndFollow(t *testing.T) {
 func TestSlowClientGetsARedraw(t *testing.T) {
 	size := vt.Size{Cols: 80, Rows: 24}
 	var out atomic.Int64
-	term, _ := startChild(t, "flood", Options{Size: size, Output: func(p []byte) bool {
-		out.Add(int64(len(p)))
-		return true
-	}})
+	term, _ := startChild(t, "flood", Options{Size: size}, func(p []byte) { out.Add(int64(len(p))) })
 	slow := NewClient(16 << 10) // never read until the flood is over
 	term.Attach(slow)
 	fast := NewClient(0)
@@ -276,28 +279,6 @@ func TestSlowClientGetsARedraw(t *testing.T) {
 	}
 }
 
-func TestOutputBackpressure(t *testing.T) {
-	var paused atomic.Bool
-	var got atomic.Int64
-	var term *Terminal
-	term, _ = startChild(t, "flood", Options{Output: func(p []byte) bool {
-		got.Add(int64(len(p)))
-		if got.Load() > 1<<20 && !paused.Load() {
-			paused.Store(true)
-			return false
-		}
-		return true
-	}})
-	waitFor(t, "the pause", paused.Load)
-	held := got.Load()
-	time.Sleep(300 * time.Millisecond)
-	if got.Load() != held {
-		t.Fatalf("read on while paused: %d then %d", held, got.Load())
-	}
-	term.Resume()
-	screenHas(t, term, "END OF FLOOD")
-}
-
 func TestAdoptRefusesABadSize(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -308,28 +289,6 @@ func TestAdoptRefusesABadSize(t *testing.T) {
 	r.Close()
 	if _, err := Adopt(fd, Options{Size: vt.Size{Cols: 2000, Rows: 10}}); err == nil {
 		t.Fatal("Adopt took a size out of range")
-	}
-}
-
-// A Resume that comes while the handler that paused is still in flight
-// (the writer drained everything between Output's false and the pause)
-// is not lost: the program is read on to its end.
-func TestResumeBeforeThePauseTakesEffect(t *testing.T) {
-	var term *Terminal
-	var pauses atomic.Int64
-	ready := make(chan struct{})
-	term, _ = startChild(t, "flood", Options{Output: func(p []byte) bool {
-		<-ready
-		if pauses.Add(1)%7 != 0 {
-			return true
-		}
-		go term.Resume() // likely before the pause itself: the handler is still in flight
-		return false
-	}})
-	close(ready)
-	screenHas(t, term, "END OF FLOOD")
-	if pauses.Load() < 7 {
-		t.Fatalf("only %d reads", pauses.Load())
 	}
 }
 
@@ -347,6 +306,7 @@ func TestAdoptReplaysTheScreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer term.Close()
+	pump(term, nil)
 	if got := term.Text(); got != "drawn before\n>\n\n" {
 		t.Errorf("screen %q", got)
 	}
@@ -377,7 +337,6 @@ func openPair() (int, *os.File, error) {
 		return -1, nil, err
 	}
 	fd, err := term.Dup()
-	term.watch.Close() // stop reading: the copy is the test's
 	if err != nil {
 		return -1, nil, err
 	}
