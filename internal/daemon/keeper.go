@@ -19,7 +19,7 @@ import (
 // the supervisors' Keeper: it hands the keeper a copy of each tty run's
 // master, which the keeper reads always into the run's log, wakes the
 // followers of that log whenever the keeper has written (the screen's,
-// ttyfollow.go in the supervisor; tend logs -f), and at start takes back
+// sessionfollow.go in package terminal; tend logs -f), and at start takes back
 // the masters an earlier daemon's runs left there.
 //
 // The keeper is found at start (state_dir/keep.sock) or started when the

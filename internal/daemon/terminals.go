@@ -6,7 +6,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/supervisor"
+	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // terminals serves the API's terminal routes (screen, input, attach) from
@@ -43,7 +43,7 @@ func (t *terminals) Attach(id string, readOnly bool) (program.Attach, error) {
 // Input implements api.Terminals: the text and keys go to every running
 // tty instance sel names. An instance named by its id must be one; a bare
 // name or all must name at least one. The API has checked the size (413);
-// each instance's TTY.Send checks it for callers that come another way.
+// each instance's terminal.Session.Send checks it for callers that come another way.
 func (t *terminals) Input(sel string, in program.Input) ([]string, error) {
 	s, err := program.ParseSelector(sel)
 	if err != nil {
@@ -96,7 +96,7 @@ func (t *terminals) Input(sel string, in program.Input) ([]string, error) {
 var testStarted func(*daemon)
 
 // one is the terminal side of the one instance id names.
-func (t *terminals) one(sel string) (*supervisor.TTY, string, error) {
+func (t *terminals) one(sel string) (*terminal.Session, string, error) {
 	ids, ttys, err := t.d.mgr.TTYs(sel)
 	switch {
 	case err != nil:

@@ -39,6 +39,7 @@ import (
 	"github.com/tend-sh/tend/internal/reaper"
 	"github.com/tend-sh/tend/internal/restart"
 	"github.com/tend-sh/tend/internal/spawn"
+	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // Deps is what every instance is handed.
@@ -152,7 +153,7 @@ type Instance struct {
 	runs      int // runs spawned
 	attempts  int // spawns tried, failed ones included
 	lastExit  *program.LastExit
-	lastStart time.Time // when the run of lastExit started (its tty log is replayed from there: ttyended.go)
+	lastStart time.Time // when the run of lastExit started (its tty log is replayed from there: terminal.Session.EndedBefore)
 	backoff   *program.Backoff
 	nextStart time.Time
 	spawnDue  bool        // a restart without delay: the loop spawns on its next turn
@@ -172,10 +173,10 @@ type Instance struct {
 	unrecorded bool
 	later      []program.Event // the ended run's events, held for a restart's fork (end.go)
 
-	health                // notify messages, readiness, the wedge and memory watchdogs
-	containment           // the instance's cgroup
-	tty         *TTY      // a tty instance's terminal (tty.go), set at creation; nil without tty
-	proto       *Protocol // a protocol instance's connection and session (protocol.go); nil without protocol
+	health                        // notify messages, readiness, the wedge and memory watchdogs
+	containment                   // the instance's cgroup
+	tty         *terminal.Session // a tty instance's terminal across runs (tty.go), set at creation; nil without tty
+	proto       *Protocol         // a protocol instance's connection and session (protocol.go); nil without protocol
 }
 
 // newInstance returns an instance its caller holds as its loop would: it

@@ -197,7 +197,7 @@ func (in *Instance) restore(r kept.Intent, ok, adopted bool) first {
 	}
 	in.lastExit, in.lastStart = r.LastExit, r.LastStart
 	if !adopted {
-		in.tty.endedBefore(r.LastStart)
+		in.tty.EndedBefore(r.LastStart)
 	}
 	in.proto.restore(r.Session, r.Turn)
 	in.runs = max(in.runs, r.Runs) // an adopted run's number may be the newer

@@ -3,13 +3,11 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-sh/tend/internal/keeper"
-	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/restart"
 	"github.com/tend-sh/tend/internal/spawn"
@@ -17,24 +15,12 @@ import (
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
-// Terminals of tty instances (docs/terminal.md). Each run of a program with
-// tty = true gets a new pseudo-terminal (package terminal) before it is
-// forked: the slave becomes its stdin, stdout, stderr and controlling
-// terminal. A copy of the master goes to the Keeper, a process of tend's
-// that reads it always and appends what it reads to the instance's log
-// (package keeper), so the run never blocks for want of a daemon and a
-// daemon killed at any moment loses nothing of it; the daemon keeps its
-// own master (input, resizes, the screen's answers) and follows the log
-// into the screen and the attached clients (ttyfollow.go). A later daemon
-// takes the master back when it adopts the run, rebuilds the screen from
-// the log's tail and follows on from exactly there.
-//
-// TTY is the instance's terminal as other goroutines reach it: the API's
-// screen, input and attach (through the daemon), the broker's status. The
-// loop puts each run's terminal in place and takes it away; the last
-// screen stays readable after the run, and attached clients follow the
-// instance from run to run until it comes to rest (stopped, exited, fatal,
-// removed).
+// The runs of tty instances (docs/terminal.md). The terminal across runs
+// (the current and last screens, the size, the attached clients) is a
+// terminal.Session; the instance decides when a run gets its terminal and
+// when it ends, hands each run's master to the keeper, which reads it into
+// the instance's log (package keeper), and tells the clients how each run
+// ended and what comes next.
 
 // Keeper is the terminal keeper, as the instance loops use it. Its methods
 // must not block for long: they are called from instance loops.
@@ -54,29 +40,6 @@ type Keeper interface {
 	Take(id string, pid int, log keeper.LogSpec) (fd int, ok bool)
 }
 
-// TTY is a tty instance's terminal as other goroutines see it.
-type TTY struct {
-	in *Instance // for its id, and for putTerm; nothing else of it is touched
-
-	mu       sync.Mutex         // guards what follows
-	cur      *terminal.Terminal // the current run's terminal; nil when no run has one
-	pid      int                // the current run's leader, while cur is set
-	last     *terminal.Terminal // cur, or the terminal of the run that ended last (closed, its screen kept); nil before any
-	base     vt.Size            // tty_size: the size while no client sizes the terminal
-	size     vt.Size            // the terminal's size, and the next run's: sizeLocked's choice
-	sized    uint64             // counts the clients' sizings: the latest has the highest
-	follow   *ttyFollow         // feeds cur from the log, while cur is set
-	next     *logfile.Cursor    // openTTY's, for the run about to start: the log's end before it
-	lost     string             // why the current (adopted) run has no terminal; "" when it has one
-	atRest   bool               // no run and none due: attach is refused
-	attaches map[*attach]struct{}
-	// replayFrom is when the run that ended last started, while no
-	// terminal of it is at hand (it ended before this daemon started, or
-	// while its terminal was lost): Screen rebuilds its last screen from
-	// the log from there (ttyended.go). Zero otherwise.
-	replayFrom time.Time
-}
-
 // newOutput is the instance's output: a tty instance's log is shared with
 // the terminal keeper.
 func newOutput(spec *program.Spec, id string, deps Deps) *spawn.Output {
@@ -86,16 +49,23 @@ func newOutput(spec *program.Spec, id string, deps Deps) *spawn.Output {
 	return spawn.NewOutput(deps.Capture, id, spec.Logs)
 }
 
-// newTTY returns the terminal side of a tty instance, nil for others.
-func newTTY(in *Instance) *TTY {
+// newTTY returns the terminal of a tty instance, nil for others. in.out
+// is set.
+func newTTY(in *Instance) *terminal.Session {
 	if !in.spec.Tty {
 		return nil
 	}
-	size := vt.Size{Cols: in.spec.TtyCols, Rows: in.spec.TtyRows}
-	if size.Valid() != nil {
-		size = vt.DefaultSize
-	}
-	return &TTY{in: in, base: size, size: size, atRest: true, attaches: map[*attach]struct{}{}}
+	return terminal.NewSession(terminal.SessionConfig{
+		ID:      in.id,
+		Size:    vt.Size{Cols: in.spec.TtyCols, Rows: in.spec.TtyRows},
+		History: in.spec.TtyHistory,
+		Log: terminal.SessionLog{
+			Follow: in.out.TTYFollow,
+			Tail:   in.out.TTYTail,
+			Output: func(ctl terminal.FollowControl) func([]byte) bool { return in.out.TTYOutput(ctl) },
+		},
+		Clients: func(n int) { in.putTerm(termClients, n) },
+	})
 }
 
 // openTTY makes the terminal of the run about to start and returns it with
@@ -103,8 +73,7 @@ func newTTY(in *Instance) *TTY {
 // cannot be had, or no keeper to read it, is the daemon's problem (the
 // daemon_resources rule).
 func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
-	h := in.tty
-	if h == nil {
+	if in.tty == nil {
 		return nil, nil, nil
 	}
 	k := in.deps.Keeper
@@ -114,12 +83,8 @@ func (in *Instance) openTTY() (*terminal.Terminal, *os.File, error) {
 	if err := k.Ready(); err != nil {
 		return nil, nil, fmt.Errorf("%w: no terminal keeper to read the run's terminal: %w", program.ErrResources, err)
 	}
-	cur := in.out.TTYFollow() // the log's end: the run's first byte comes after it
-	h.mu.Lock()
-	size := h.size
-	h.next = cur
-	h.mu.Unlock()
-	t, slave, err := terminal.Open(terminal.Options{Size: size, History: in.spec.TtyHistory})
+	// The log's end: the run's first byte comes after it.
+	t, slave, err := in.tty.Open(in.out.TTYFollow())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", program.ErrResources, err)
 	}
@@ -131,28 +96,12 @@ func (in *Instance) logSpec() keeper.LogSpec {
 	return keeper.LogSpec{Base: in.out.LogBase(), MaxSize: in.spec.Logs.MaxSize, MaxFiles: in.spec.Logs.MaxFiles}
 }
 
-// startedTTY follows spawn.Start: the daemon's slave goes (the run has its
-// own copies), and the terminal is the run's, read by the keeper and
-// followed from the log, or closed if none started.
+// startedTTY follows spawn.Start: the terminal is the run's, and the
+// keeper reads a copy of its master; or it is closed if no run started.
 func (in *Instance) startedTTY(t *terminal.Terminal, slave *os.File, pid int, err error) {
-	if t == nil {
+	if in.tty == nil || !in.tty.Started(t, slave, pid, err) {
 		return
 	}
-	slave.Close()
-	h := in.tty
-	h.mu.Lock()
-	cur := h.next
-	h.next = nil
-	h.mu.Unlock()
-	if err != nil {
-		t.Close()
-		if cur != nil {
-			cur.Close()
-		}
-		return
-	}
-	f := in.followTTY(t, cur)
-	h.begin(t, pid, "", f)
 	fd, err := t.Dup()
 	if err == nil {
 		err = in.deps.Keeper.Keep(in.id, pid, fd, in.logSpec())
@@ -163,57 +112,20 @@ func (in *Instance) startedTTY(t *terminal.Terminal, slave *os.File, pid int, er
 	}
 }
 
-// begin puts t in place as the terminal of run pid (nil with why: the run
-// has none) and hands it the attached clients.
-func (h *TTY) begin(t *terminal.Terminal, pid int, why string, f *ttyFollow) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	old := h.last
-	h.cur, h.pid, h.lost, h.atRest, h.replayFrom, h.follow = t, pid, why, false, time.Time{}, f
-	if t == nil {
-		return
-	}
-	h.last = t
-	if old != nil && old != t {
-		old.MoveClients(t)
-	}
-	// A client may have sized the terminal since t was made (or an
-	// adopted run's terminal was left at another size): t takes the size
-	// the clients attached now give it, tty_size with none.
-	_ = h.applyLocked() // an error is the ioctl's: the size stays as it was
-}
-
 // endTTY closes the ended run's terminal once the keeper has written all
-// the run wrote and the screen has drawn it; its screen stays readable,
-// its clients attached to it until the next run or the instance's rest. A
-// run that had no terminal here (one that ended while no daemon ran, or
-// whose terminal was lost) leaves its last screen to be rebuilt from its
-// log, from started.
+// the run wrote and the screen has drawn it (terminal.Session.End).
 func (in *Instance) endTTY(pid int, started time.Time) {
-	h := in.tty
-	if h == nil {
+	if in.tty == nil {
 		return
 	}
-	h.mu.Lock()
-	t, f := h.cur, h.follow
-	h.cur, h.pid, h.lost, h.follow = nil, 0, "", nil
-	if t == nil {
-		h.replayFrom = started
+	drained := func() {
+		if k := in.deps.Keeper; k != nil {
+			k.Drop(in.id, pid) // all the run wrote is in the log now
+		}
 	}
-	h.mu.Unlock()
-	if t == nil {
-		return
+	if in.tty.End(started, drained) {
+		in.out.EndTTY()
 	}
-	k := in.deps.Keeper
-	if k != nil {
-		k.Drop(in.id, pid) // all the run wrote is in the log now
-	}
-	if f != nil {
-		f.end() // the screen has drawn it
-	}
-	t.Hangup()
-	t.Close()
-	in.out.EndTTY()
 }
 
 // adoptTTY takes back the terminal of a run an earlier daemon started: the
@@ -223,8 +135,7 @@ func (in *Instance) endTTY(pid int, started time.Time) {
 // without a terminal tend can type into or resize, and says so (the
 // keeper, if it holds it, still reads it into the log).
 func (in *Instance) adoptTTY(a Adoption) {
-	h := in.tty
-	if h == nil {
+	if in.tty == nil {
 		return
 	}
 	fd, ok := a.TTYFD, a.TTYFD > 0
@@ -247,39 +158,13 @@ func (in *Instance) adoptTTY(a Adoption) {
 		}
 	}
 	if !ok {
-		h.begin(nil, a.PID, "the terminal of this run was lost with the daemon that started it; tend restart "+in.id+" gives it a new one", nil)
+		in.tty.Lost(a.PID, "the terminal of this run was lost with the daemon that started it; tend restart "+in.id+" gives it a new one")
 		in.out.Note("the adopted run's terminal was not held by a keeper: its output is not read")
 		return
 	}
-	h.mu.Lock()
-	size := h.size
-	h.mu.Unlock()
-	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
-		if s := (vt.Size{Cols: int(ws.Col), Rows: int(ws.Row)}); s.Valid() == nil {
-			// As a client of the earlier daemon left it: the log's bytes
-			// were drawn at that size. begin then gives the terminal the
-			// size of the clients attached now, tty_size with none (the
-			// screen reflows, the program gets SIGWINCH), so that a
-			// client's size does not outlive its attach.
-			size = s
-		}
-	}
-	// The log's times are to the millisecond: the run's first record may
-	// carry the millisecond it started in.
-	replay, at, cur := in.out.TTYTail(a.StartedAt.Truncate(time.Millisecond), replayMax)
-	t, err := terminal.Adopt(fd, terminal.Options{Size: size, History: in.spec.TtyHistory, Replay: replay, ReplayAt: at})
-	if err != nil {
-		if cur != nil {
-			cur.Close()
-		}
-		h.begin(nil, a.PID, "the adopted run's terminal cannot be read: "+err.Error(), nil)
+	if err := in.tty.Adopt(fd, a.PID, a.StartedAt); err != nil {
 		in.out.Note("cannot read the adopted run's terminal: " + err.Error())
-		return
 	}
-	if cur == nil {
-		cur = in.out.TTYFollow()
-	}
-	h.begin(t, a.PID, "", in.followTTY(t, cur))
 }
 
 // ttyName names a tty run's master in an upgrade's handover.
@@ -291,13 +176,7 @@ func (in *Instance) liveTTY(fds map[string]int) {
 	if in.tty == nil {
 		return
 	}
-	in.tty.mu.Lock()
-	t := in.tty.cur
-	in.tty.mu.Unlock()
-	if t == nil {
-		return
-	}
-	if fd, err := t.Dup(); err == nil {
+	if fd, ok := in.tty.DupCurrent(); ok {
 		fds[ttyName(in.id)] = fd
 	}
 }
@@ -316,24 +195,12 @@ func (in *Instance) takeOverTTY(r *LiveRun, take func(string) (int, bool)) {
 	in.adoptTTY(a)
 }
 
-// replayMax bounds the bytes of a run's log replayed into an adopted run's
-// screen: enough for many repaints of a large screen, at most a few
-// milliseconds of the screen's work.
-const replayMax = 1 << 20
-
 // ttyEnded tells the attached clients how the run ended and what comes
 // next, on a line of its own: "[tend] planner:0 exited: exit 1
 // (runtime_error), crash 2 of 5; next run in 2s".
 func (in *Instance) ttyEnded(ex program.Exit, d restart.Decision) {
-	h := in.tty
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	t := h.last
-	h.mu.Unlock()
-	if t != nil {
-		t.Notice(endNotice(in.id, in.spec, ex, d))
+	if in.tty != nil {
+		in.tty.Notice(endNotice(in.id, in.spec, ex, d))
 	}
 }
 
@@ -383,8 +250,7 @@ func shortDuration(d time.Duration) string {
 // (stopped, exited, fatal, or removed): each learns how it ended, "done" or
 // "error", as the status's lifecycle says it.
 func (in *Instance) ttyAtRest() {
-	h := in.tty
-	if h == nil {
+	if in.tty == nil {
 		return
 	}
 	end := program.LifecycleDone
@@ -394,60 +260,22 @@ func (in *Instance) ttyAtRest() {
 	case in.state == program.StateExited && in.lastExit != nil && in.lastExit.LikelyCause != program.CauseCleanExit:
 		end = program.LifecycleError
 	}
-	h.mu.Lock()
-	h.atRest = true
-	as := h.attaches
-	h.attaches = map[*attach]struct{}{}
-	_ = h.applyLocked() // tty_size again, for the next run
-	h.mu.Unlock()
-	for a := range as {
-		a.finish(end)
-	}
-	if len(as) > 0 {
-		in.putTerm(termClients, 0)
-	}
-}
-
-// ttyStatus is the status's tty object, read when a status is asked for
-// (the screen's change time moves without the loop).
-func (h *TTY) ttyStatus() *program.TTY {
-	h.mu.Lock()
-	t, n, size := h.last, len(h.attaches), h.size
-	h.mu.Unlock()
-	st := &program.TTY{Cols: size.Cols, Rows: size.Rows, Clients: n}
-	if t != nil {
-		size = t.Size()
-		st.Cols, st.Rows = size.Cols, size.Rows
-		st.ScreenChangedAt = program.Time{Time: t.ChangedAt()}
-	}
-	return st
-}
-
-// screenChangedAt is when the current run's screen last changed: a tty
-// agent's turn is its screen changing (zero without a terminal).
-func (h *TTY) screenChangedAt() time.Time {
-	h.mu.Lock()
-	t := h.cur
-	h.mu.Unlock()
-	if t == nil {
-		return time.Time{}
-	}
-	return t.ChangedAt()
+	in.tty.Rest(end)
 }
 
 // activity is what an agent's turn is read from when it sends no
 // X_TEND_TURN: its screen's changes with a terminal, else its output.
 func (in *Instance) activity() time.Time {
 	if in.tty != nil {
-		return in.tty.screenChangedAt()
+		return in.tty.ScreenChangedAt()
 	}
 	return in.out.LastActivity()
 }
 
 // lastOutput is activity as the broker reads it, from its own goroutine.
 func (in *Instance) lastOutput() func() time.Time {
-	if h := in.tty; h != nil {
-		return h.screenChangedAt
+	if in.tty != nil {
+		return in.tty.ScreenChangedAt
 	}
 	return in.out.LastActivity
 }
@@ -457,17 +285,17 @@ func (in *Instance) ttyReport() func() *program.TTY {
 	if in.tty == nil {
 		return nil
 	}
-	return in.tty.ttyStatus
+	return in.tty.Status
 }
 
 // TTYs resolves a selector as Resolve does and returns, with each id, the
-// instance's terminal side: nil for an instance without tty.
-func (m *Manager) TTYs(sel string) ([]string, []*TTY, error) {
+// instance's terminal: nil for an instance without tty.
+func (m *Manager) TTYs(sel string) ([]string, []*terminal.Session, error) {
 	insts, err := m.resolve(sel)
 	if err != nil {
 		return nil, nil, err
 	}
-	ttys := make([]*TTY, len(insts))
+	ttys := make([]*terminal.Session, len(insts))
 	for i, in := range insts {
 		ttys[i] = in.tty
 	}

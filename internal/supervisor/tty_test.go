@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
@@ -21,7 +22,7 @@ func ttySpec(name, shell string) program.Spec {
 }
 
 // ttyOf returns instance id's terminal side.
-func (h *harness) ttyOf(id string) *TTY {
+func (h *harness) ttyOf(id string) *terminal.Session {
 	h.t.Helper()
 	_, ttys, err := h.mgr.TTYs(id)
 	if err != nil || len(ttys) != 1 || ttys[0] == nil {
@@ -146,7 +147,7 @@ func TestTTYAttachEndsInError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.Write([]byte("x")); !errors.Is(err, ErrReadOnly) {
+	if err := a.Write([]byte("x")); !errors.Is(err, terminal.ErrReadOnly) {
 		t.Errorf("read-only write: %v", err)
 	}
 	c := newCollector(a)

@@ -2,7 +2,8 @@
 // master side of the pty, read on the shared epoll loops into a screen of
 // package vt (the pure emulator), input, and the clients attached to it.
 // It knows nothing of supervisors: a caller makes a Terminal per run,
-// gives the slave to the child, and asks the Terminal what it shows.
+// gives the slave to the child, and asks the Terminal what it shows; a
+// Session is an instance's terminal across its runs.
 //
 // # A run's terminal
 //
@@ -54,10 +55,25 @@
 // exited: …"), not part of the screen; MoveClients hands them to the next
 // run's Terminal, which sends its own screen; CloseClients ends them.
 //
+// # An instance's terminal across runs
+//
+// A Session (session.go) holds an instance's current and last Terminal,
+// the size (the latest sizing client's, else tty_size: sessionsize.go),
+// the clients attached from run to run until the instance comes to rest
+// (sessionclient.go), the follower that feeds the current Terminal from
+// the log (sessionfollow.go), and the last screen of a run that ended
+// before this daemon (sessionended.go). The instance (package supervisor)
+// calls it when a run starts (Open, Started, Adopt, Lost), ends (End,
+// Notice) and when it comes to rest (Rest); what it needs of the
+// instance comes in a SessionConfig: its id, its log's reading functions,
+// and a function to tell it the number of clients changed.
+//
 // # Locking
 //
 // A Terminal's mu guards its screen and its set of clients; the epoll
 // handler takes it for each read. A Client's mu guards its queue and is
 // taken after a Terminal's, never before. Output and the replies to the
-// program's queries are handled outside mu.
+// program's queries are handled outside mu. A Session's mu is taken
+// before a Terminal's (it resizes the current one and moves the clients
+// under it), never after, and never across the disk or a callback.
 package terminal

@@ -1,4 +1,4 @@
-package supervisor
+package terminal
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
@@ -35,64 +34,64 @@ func (e *lostError) Unwrap() error { return program.ErrNotRunning }
 
 // current is the current run's terminal, or an error saying why there is
 // none.
-func (h *TTY) current() (*terminal.Terminal, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cur == nil {
-		return nil, h.noneLocked()
+func (s *Session) current() (*Terminal, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil, s.noneLocked()
 	}
-	return h.cur, nil
+	return s.cur, nil
 }
 
 // noneLocked is the error of a terminal asked for when no run has one.
-func (h *TTY) noneLocked() error {
-	if h.lost != "" {
-		return &lostError{h.in.id + ": " + h.lost}
+func (s *Session) noneLocked() error {
+	if s.lost != "" {
+		return &lostError{s.id + ": " + s.lost}
 	}
 	return program.ErrNotRunning
 }
 
 // Running reports whether a run has the terminal now.
-func (h *TTY) Running() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cur != nil
+func (s *Session) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil
 }
 
 // Screen returns the current run's screen, or the last run's when none
 // runs (Running false), also of a run that ended before this daemon
-// started (ttyended.go); with ansi, its rows with colours and attributes
+// started (sessionended.go); with ansi, its rows with colours and attributes
 // too; with history, up to that many lines of history. ErrNotRunning
 // before any run.
-func (h *TTY) Screen(ansi bool, history int) (program.Screen, error) {
-	h.rebuilt() // a run that ended before this daemon: its screen from its log
-	h.mu.Lock()
-	t, running := h.last, h.cur != nil
+func (s *Session) Screen(ansi bool, history int) (program.Screen, error) {
+	s.rebuilt() // a run that ended before this daemon: its screen from its log
+	s.mu.Lock()
+	t, running := s.last, s.cur != nil
 	var err error
-	if t == nil || h.lost != "" {
-		err = h.noneLocked()
+	if t == nil || s.lost != "" {
+		err = s.noneLocked()
 	}
-	h.mu.Unlock()
+	s.mu.Unlock()
 	if err != nil {
 		return program.Screen{}, err
 	}
 	var snap vt.Snapshot
 	var rows, hist, histANSI []string
-	t.View(func(s *vt.Screen) {
-		snap = s.Snapshot()
+	t.View(func(scr *vt.Screen) {
+		snap = scr.Snapshot()
 		if ansi {
-			rows = strings.Split(strings.TrimSuffix(s.ANSI(), "\n"), "\n")
+			rows = strings.Split(strings.TrimSuffix(scr.ANSI(), "\n"), "\n")
 		}
 		if history > 0 {
-			hist = s.History(history, false)
+			hist = scr.History(history, false)
 			if ansi {
-				histANSI = s.History(history, true)
+				histANSI = scr.History(history, true)
 			}
 		}
 	})
 	return program.Screen{
 		History: hist, HistoryANSI: histANSI,
-		ID: h.in.id, Cols: snap.Cols, Rows: snap.Rows,
+		ID: s.id, Cols: snap.Cols, Rows: snap.Rows,
 		Cursor: program.Cursor{X: snap.Cursor.X, Y: snap.Cursor.Y},
 		Lines:  snap.Lines, ANSI: rows, Title: snap.Title,
 		ChangedAt: program.Time{Time: snap.ChangedAt}, Running: running,
@@ -106,11 +105,11 @@ func (h *TTY) Screen(ansi bool, history int) (program.Screen, error) {
 // so it checks the MaxInput cap (ErrTooLarge), the one check besides the
 // API's (413, where input enters over HTTP: docs/terminal.md); the
 // terminal and the emulator below do not check it again.
-func (h *TTY) Send(in program.Input) error {
+func (s *Session) Send(in program.Input) error {
 	if n := in.Size(); n > program.MaxInput {
 		return fmt.Errorf("%w: %d bytes of text and keys, at most %d", program.ErrTooLarge, n, program.MaxInput)
 	}
-	t, err := h.current()
+	t, err := s.current()
 	if err != nil {
 		return err
 	}
@@ -121,7 +120,7 @@ func (h *TTY) Send(in program.Input) error {
 // is no key's is no error: it is typed as written, as tmux's send-keys
 // types it.)
 func inputError(err error) error {
-	if errors.Is(err, terminal.ErrClosed) {
+	if errors.Is(err, ErrClosed) {
 		return program.ErrNotRunning // the run ended meanwhile; bare, so the caller says why from the status
 	}
 	return err
@@ -131,44 +130,44 @@ func inputError(err error) error {
 // one's while the next is awaited) at once, then everything the runs
 // write, with a notice between runs, until the instance comes to rest.
 // ErrNotRunning when it is at rest now.
-func (h *TTY) Attach(readOnly bool) (program.Attach, error) {
-	h.mu.Lock()
-	if h.atRest || h.last == nil || h.lost != "" {
-		err := h.noneLocked()
-		h.mu.Unlock()
+func (s *Session) Attach(readOnly bool) (program.Attach, error) {
+	s.mu.Lock()
+	if s.atRest || s.last == nil || s.lost != "" {
+		err := s.noneLocked()
+		s.mu.Unlock()
 		return nil, err
 	}
-	a := &attach{h: h, c: terminal.NewClient(attachQueue), readOnly: readOnly}
-	h.attaches[a] = struct{}{}
-	h.last.Attach(a.c)
-	n := len(h.attaches)
-	h.mu.Unlock()
-	h.in.putTerm(termClients, n)
+	a := &attach{s: s, c: NewClient(attachQueue), readOnly: readOnly}
+	s.attaches[a] = struct{}{}
+	s.last.Attach(a.c)
+	n := len(s.attaches)
+	s.mu.Unlock()
+	s.clients(n)
 	return a, nil
 }
 
 // detach forgets a; it was attached until now.
-func (h *TTY) detach(a *attach) {
-	h.mu.Lock()
-	_, was := h.attaches[a]
-	delete(h.attaches, a)
-	n := len(h.attaches)
+func (s *Session) detach(a *attach) {
+	s.mu.Lock()
+	_, was := s.attaches[a]
+	delete(s.attaches, a)
+	n := len(s.attaches)
 	if was {
-		_ = h.applyLocked() // the latest of the others' size, or tty_size (ttysize.go)
+		_ = s.applyLocked() // the latest of the others' size, or tty_size (sessionsize.go)
 	}
-	h.mu.Unlock()
+	s.mu.Unlock()
 	if was {
-		h.in.putTerm(termClients, n)
+		s.clients(n)
 	}
 }
 
 // attach is one client following a tty instance (program.Attach).
 type attach struct {
-	h        *TTY
-	c        *terminal.Client
+	s        *Session
+	c        *Client
 	readOnly bool
-	size     vt.Size // the size it gave the terminal last (guarded by h.mu)
-	sized    uint64  // when, in h.sized's count; 0 before it gave one (guarded by h.mu)
+	size     vt.Size // the size it gave the terminal last (guarded by s.mu)
+	sized    uint64  // when, in s.sized's count; 0 before it gave one (guarded by s.mu)
 
 	mu  sync.Mutex // guards end
 	end string     // the lifecycle the instance came to rest in; "" before
@@ -182,7 +181,7 @@ func (a *attach) Write(p []byte) error {
 	if a.readOnly {
 		return ErrReadOnly
 	}
-	t, err := a.h.current()
+	t, err := a.s.current()
 	if err != nil {
 		return err
 	}
@@ -191,9 +190,9 @@ func (a *attach) Write(p []byte) error {
 
 func (a *attach) Resize(cols, rows int) error {
 	if a.readOnly {
-		return nil // a watcher does not size the terminal for the others (ttysize.go)
+		return nil // a watcher does not size the terminal for the others (sessionsize.go)
 	}
-	return a.h.resize(a, vt.Size{Cols: cols, Rows: rows})
+	return a.s.resize(a, vt.Size{Cols: cols, Rows: rows})
 }
 
 func (a *attach) End() string {
@@ -203,7 +202,7 @@ func (a *attach) End() string {
 }
 
 func (a *attach) Close() {
-	a.h.detach(a)
+	a.s.detach(a)
 	a.c.Close()
 }
 

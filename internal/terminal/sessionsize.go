@@ -1,11 +1,10 @@
-package supervisor
+package terminal
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/tend-sh/tend/internal/program"
-	"github.com/tend-sh/tend/internal/terminal"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
@@ -20,29 +19,29 @@ import (
 // under the one typing) do not count. Every change repaints the attached
 // clients.
 
-// resize records s as a's size, the latest; 0x0 leaves the size as it is.
-func (h *TTY) resize(a *attach, s vt.Size) error {
-	if s.Cols == 0 && s.Rows == 0 {
+// resize records size as a's size, the latest; 0x0 leaves the size as it is.
+func (s *Session) resize(a *attach, size vt.Size) error {
+	if size.Cols == 0 && size.Rows == 0 {
 		return nil
 	}
-	if err := s.Valid(); err != nil {
+	if err := size.Valid(); err != nil {
 		return fmt.Errorf("%w: %v", program.ErrInvalid, err)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.attaches[a]; !ok {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.attaches[a]; !ok {
 		return nil // detached meanwhile, or the instance came to rest
 	}
-	h.sized++
-	a.size, a.sized = s, h.sized
-	return h.applyLocked()
+	s.sized++
+	a.size, a.sized = size, s.sized
+	return s.applyLocked()
 }
 
 // sizeLocked is the size the attached clients give the terminal: the
 // latest one's, or tty_size.
-func (h *TTY) sizeLocked() vt.Size {
-	size, latest := h.base, uint64(0)
-	for a := range h.attaches {
+func (s *Session) sizeLocked() vt.Size {
+	size, latest := s.base, uint64(0)
+	for a := range s.attaches {
 		if a.sized > latest {
 			size, latest = a.size, a.sized
 		}
@@ -52,15 +51,15 @@ func (h *TTY) sizeLocked() vt.Size {
 
 // applyLocked gives the current run's terminal (and the next run's) the
 // size sizeLocked says, and repaints its clients when that changes it.
-// Under h.mu, which orders it with every other change of the clients.
-func (h *TTY) applyLocked() error {
-	h.size = h.sizeLocked()
-	t := h.cur
-	if t == nil || t.Size() == h.size {
+// Under s.mu, which orders it with every other change of the clients.
+func (s *Session) applyLocked() error {
+	s.size = s.sizeLocked()
+	t := s.cur
+	if t == nil || t.Size() == s.size {
 		return nil
 	}
-	err := t.Resize(h.size)
-	if errors.Is(err, terminal.ErrClosed) {
+	err := t.Resize(s.size)
+	if errors.Is(err, ErrClosed) {
 		return nil // the run ended meanwhile: the next one gets the size
 	}
 	if err == nil {

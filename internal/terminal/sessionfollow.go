@@ -1,11 +1,10 @@
-package supervisor
+package terminal
 
 import (
 	"sync/atomic"
 	"time"
 
 	"github.com/tend-sh/tend/internal/logfile"
-	"github.com/tend-sh/tend/internal/terminal"
 )
 
 // The daemon's side of a run's terminal output. The keeper reads the
@@ -24,10 +23,10 @@ import (
 // terminals cost next to nothing.
 const followPoll = 10 * time.Second
 
-// ttyFollow feeds one run's terminal from the instance's log, on a
+// follower feeds one run's terminal from the instance's log, on a
 // goroutine of its own: it never holds the keeper or the instance loop.
-type ttyFollow struct {
-	t      *terminal.Terminal
+type follower struct {
+	t      *Terminal
 	cur    *logfile.Cursor // owned by the goroutine
 	out    func([]byte) bool
 	wake   chan struct{} // Resume's; room for one: wakes coalesce
@@ -36,25 +35,29 @@ type ttyFollow struct {
 	paused atomic.Bool // the capture asked to wait (forwarded lines behind), or Freeze
 }
 
-// followTTY starts feeding t from cur (a nil cur: from the log's end now).
-func (in *Instance) followTTY(t *terminal.Terminal, cur *logfile.Cursor) *ttyFollow {
-	if cur == nil {
-		cur = in.out.TTYFollow()
+// startFollow starts feeding t from cur (a nil cur: from the log's end
+// now).
+func (s *Session) startFollow(t *Terminal, cur *logfile.Cursor) *follower {
+	if cur == nil && s.log.Follow != nil {
+		cur = s.log.Follow()
 	}
-	f := &ttyFollow{t: t, cur: cur, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	f.out = in.out.TTYOutput(f)
+	f := &follower{t: t, cur: cur, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f.out = func([]byte) bool { return true }
+	if s.log.Output != nil {
+		f.out = s.log.Output(f)
+	}
 	go f.run()
 	return f
 }
 
-// Pause implements spawn.TTYControl: no more is handed on until Resume.
-func (f *ttyFollow) Pause() error {
+// Pause implements FollowControl (spawn.TTYControl): no more is handed on until Resume.
+func (f *follower) Pause() error {
 	f.paused.Store(true)
 	return nil
 }
 
-// Resume implements spawn.TTYControl.
-func (f *ttyFollow) Resume() {
+// Resume implements FollowControl (spawn.TTYControl).
+func (f *follower) Resume() {
 	f.paused.Store(false)
 	select {
 	case f.wake <- struct{}{}:
@@ -63,13 +66,13 @@ func (f *ttyFollow) Resume() {
 }
 
 // end feeds what the log holds still, and stops: the caller knows the
-// keeper has written all the run wrote (Keeper.Drop).
-func (f *ttyFollow) end() {
+// keeper has written all the run wrote (End's drained).
+func (f *follower) end() {
 	close(f.stop)
 	<-f.done
 }
 
-func (f *ttyFollow) run() {
+func (f *follower) run() {
 	defer close(f.done)
 	if f.cur == nil {
 		<-f.stop
@@ -95,7 +98,7 @@ func (f *ttyFollow) run() {
 
 // feed hands on what the log gained, until its end (or a pause; the last
 // feed reads to the end whatever asks to wait).
-func (f *ttyFollow) feed(last bool) {
+func (f *follower) feed(last bool) {
 	var b []byte
 	for last || !f.paused.Load() {
 		b = b[:0]
