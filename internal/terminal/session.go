@@ -76,22 +76,23 @@ type SessionConfig struct {
 // a Session calls them under mu only for their size and their clients
 // (applyLocked, begin's MoveClients, Attach), never for the disk.
 type Session struct {
+	// Set by NewSession, never changed.
 	id      string
 	history int
 	log     SessionLog
 	clients func(n int)
 
-	mu       sync.Mutex // guards what follows
-	cur      *Terminal  // the current run's terminal; nil when no run has one
-	pid      int        // the current run's leader, while cur is set
-	last     *Terminal  // cur, or the terminal of the run that ended last (closed, its screen kept); nil before any
-	base     vt.Size    // tty_size: the size while no client sizes the terminal
-	size     vt.Size    // the terminal's size, and the next run's: sizeLocked's choice
-	sized    uint64     // counts the clients' sizings: the latest has the highest
-	follow   *follower  // feeds cur from the log, while cur is set
-	next     *logfile.Cursor
-	lost     string // why the current (adopted) run has no terminal; "" when it has one
-	atRest   bool   // no run and none due: attach is refused
+	mu       sync.Mutex      // guards what follows
+	cur      *Terminal       // the current run's terminal; nil when no run has one
+	pid      int             // the current run's leader, while cur is set
+	last     *Terminal       // cur, or the terminal of the run that ended last (closed, its screen kept); nil before any
+	base     vt.Size         // tty_size: the size while no client sizes the terminal
+	size     vt.Size         // the terminal's size, and the next run's: sizeLocked's choice
+	sized    uint64          // counts the clients' sizings: the latest has the highest
+	follow   *follower       // feeds cur from the log, while cur is set
+	next     *logfile.Cursor // Open's, for the run about to start: the log's end before it
+	lost     string          // why the current (adopted) run has no terminal; "" when it has one
+	atRest   bool            // no run and none due: attach is refused
 	attaches map[*attach]struct{}
 	// replayFrom is when the run that ended last started, while no
 	// terminal of it is at hand (it ended before this daemon started, or
@@ -116,13 +117,24 @@ func NewSession(c SessionConfig) *Session {
 
 // Open makes the terminal of the run about to start and returns it with
 // its slave, for the run's stdio; next is where the run's first byte will
-// be in the log (its end now), for Started.
+// be in the log (its end now), for Started; on error it is closed.
 func (s *Session) Open(next *logfile.Cursor) (*Terminal, *os.File, error) {
 	s.mu.Lock()
 	size := s.size
 	s.next = next
 	s.mu.Unlock()
-	return Open(Options{Size: size, History: s.history})
+	t, slave, err := Open(Options{Size: size, History: s.history})
+	if err != nil {
+		s.mu.Lock()
+		if s.next == next {
+			s.next = nil
+		}
+		s.mu.Unlock()
+		if next != nil {
+			next.Close() // no run follows it: Started is not called
+		}
+	}
+	return t, slave, err
 }
 
 // Started follows the fork of a run Open made t for: the daemon's slave

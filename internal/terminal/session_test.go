@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/logfile"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 )
@@ -221,5 +224,66 @@ func TestSessionLostRun(t *testing.T) {
 	}
 	if s.End(time.Now(), func() { t.Error("drained without a terminal") }) {
 		t.Error("End of a run without a terminal")
+	}
+}
+
+// tailOf is a log whose tail since any time is b, written at at.
+func tailOf(b string, at time.Time, asked *time.Time) SessionLog {
+	return SessionLog{Tail: func(since time.Time, max int) ([]byte, time.Time, *logfile.Cursor) {
+		*asked = since
+		return []byte(b), at, nil
+	}}
+}
+
+// A run that ended before this daemon: its last screen is rebuilt from
+// its log's tail, from when it started, when it is first asked for.
+func TestSessionRebuildsAnEndedRunsScreen(t *testing.T) {
+	var asked time.Time
+	at := time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC)
+	s := NewSession(SessionConfig{ID: "e:0", Size: vt.Size{Cols: 30, Rows: 4}, Log: tailOf("\x1b[2J\x1b[Hwritten before\r\n", at, &asked)})
+	started := time.Date(2026, 12, 3, 1, 0, 0, 500_700_000, time.UTC)
+	s.EndedBefore(started)
+	if !asked.IsZero() {
+		t.Error("the log was read before anyone asked for the screen")
+	}
+	scr, err := s.Screen(false, 0)
+	if err != nil || scr.Running || scr.Lines[0] != "written before" || scr.Cols != 30 || !scr.ChangedAt.Equal(at) {
+		t.Fatalf("the rebuilt screen: %+v, %v", scr, err)
+	}
+	if !asked.Equal(started.Truncate(time.Millisecond)) {
+		t.Errorf("the tail was read since %v", asked)
+	}
+}
+
+// An adopted run's master: the screen replayed from the log's tail, then
+// what the program writes; DupCurrent hands a copy on (tend upgrade).
+func TestSessionAdoptsARun(t *testing.T) {
+	m, slave, err := openPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	var asked time.Time
+	s := NewSession(SessionConfig{ID: "a:0", Size: vt.Size{Cols: 30, Rows: 4}, Log: tailOf("drawn before\r\n", time.Now(), &asked)})
+	if err := s.Adopt(m, 9, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.End(time.Now(), nil)
+	scr, err := s.Screen(false, 0)
+	if err != nil || !scr.Running || scr.Lines[0] != "drawn before" {
+		t.Fatalf("the adopted screen: %+v, %v", scr, err)
+	}
+	fd, ok := s.DupCurrent()
+	if !ok {
+		t.Fatal("no master to hand on")
+	}
+	unix.Close(fd)
+	if err := s.Send(program.Input{Text: "typed", Enter: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	n, err := slave.Read(got)
+	if err != nil || !strings.Contains(string(got[:n]), "typed") {
+		t.Errorf("the program read %q, %v", got[:n], err)
 	}
 }
