@@ -86,6 +86,14 @@ func (g *grid) scrollDown(top, bot, n int, st uint16) {
 
 // rotate turns rows top..bot (and their flags) up by n.
 func (g *grid) rotate(top, bot, n int) {
+	if n == 1 { // a line feed at the bottom: one row round, the rest moved as a block
+		r, w, u := g.rows[top], g.wrapped[top], g.used[top]
+		copy(g.rows[top:bot], g.rows[top+1:bot+1])
+		copy(g.wrapped[top:bot], g.wrapped[top+1:bot+1])
+		copy(g.used[top:bot], g.used[top+1:bot+1])
+		g.rows[bot], g.wrapped[bot], g.used[bot] = r, w, u
+		return
+	}
 	g.reverse(top, top+n-1)
 	g.reverse(top+n, bot)
 	g.reverse(top, bot)
@@ -115,10 +123,7 @@ func (g *grid) clearRow(y, x0, x1 int, st uint16) {
 	if x0 >= x1 {
 		return
 	}
-	b := blank(st)
-	for x := x0; x < x1; x++ {
-		row[x] = b
-	}
+	fill(row[x0:x1], blank(st))
 	if x0 == 0 && x1 == len(row) {
 		g.wrapped[y], g.used[y] = false, 0
 	}
@@ -263,4 +268,15 @@ func (t *tables) text(b []byte, c cell) []byte {
 		return append(b, t.clusters[-c.r-1]...)
 	}
 	return b
+}
+
+// fill sets every cell of cells to c, doubling what is copied each time.
+func fill(cells []cell, c cell) {
+	if len(cells) == 0 {
+		return
+	}
+	cells[0] = c
+	for n := 1; n < len(cells); n *= 2 {
+		copy(cells[n:], cells[:n])
+	}
 }
