@@ -105,6 +105,10 @@ func (s *Screen) encodeRow(b []byte, row []cell, used int, wrapped bool) []byte 
 	start := len(b)
 	for x := 0; x < end; x++ {
 		c := cells[x]
+		if c.r > 0 && c.r < utf8.RuneSelf && c.w == 1 { // plain ASCII, most lines
+			b = append(b, byte(c.r))
+			continue
+		}
 		if c.w == 0 && x > 0 && cells[x-1].w == 2 {
 			continue
 		}
@@ -113,8 +117,6 @@ func (s *Screen) encodeRow(b []byte, row []cell, used int, wrapped bool) []byte 
 			b = append(b, cl...)
 		case r == 0:
 			b = append(b, ' ')
-		case r < utf8.RuneSelf:
-			b = append(b, byte(r))
 		default:
 			b = utf8.AppendRune(b, r)
 		}

@@ -50,10 +50,10 @@ type Screen struct {
 	now       func() time.Time
 
 	hist history // the lines that scrolled off the main screen
+	hbuf []byte  // a line being encoded for hist
+	xbuf []xcell // a row being resolved for hist
 
-	slowOnly bool    // every byte through the parser, as the fast path's tests compare
-	hbuf     []byte  // a line being encoded for hist
-	xbuf     []xcell // a row being resolved for hist
+	slowOnly bool // every byte through the parser, and no fast path: what the fast path's tests compare with
 }
 
 // savedCursor is what DECSC keeps.
