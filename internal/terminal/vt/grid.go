@@ -307,8 +307,21 @@ func (t *tables) text(b []byte, c cell) []byte {
 	return b
 }
 
-// fill sets every cell of cells to c, doubling what is copied each time.
+// blanks is a row of blank cells in the default style, for fill to copy.
+var blanks = func() (b [MaxCols]cell) {
+	for i := range b {
+		b[i] = blank(0)
+	}
+	return b
+}()
+
+// fill sets every cell of cells to c: a copy of blanks, in one move, for
+// the common blank; else doubling what is copied each time.
 func fill(cells []cell, c cell) {
+	if c == blank(0) && len(cells) <= len(blanks) {
+		copy(cells, blanks[:len(cells)])
+		return
+	}
 	if len(cells) == 0 {
 		return
 	}
