@@ -2,6 +2,7 @@ package vt
 
 import (
 	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -103,15 +104,23 @@ func (s *Screen) encodeRow(b []byte, row []cell, used int, wrapped bool) []byte 
 	lenAt := len(b)
 	b = append(b, 0, 0) // the text's length: a 2-byte uvarint, filled in below
 	start := len(b)
+	items, mixed := 0, false // the characters, and whether their styles differ
+	if end > 0 {
+		b = slices.Grow(b, end)
+	}
 	for x := 0; x < end; x++ {
 		c := cells[x]
 		if c.r > 0 && c.r < utf8.RuneSelf && c.w == 1 { // plain ASCII, most lines
 			b = append(b, byte(c.r))
+			items++
+			mixed = mixed || c.st != cells[0].st
 			continue
 		}
 		if c.w == 0 && x > 0 && cells[x-1].w == 2 {
 			continue
 		}
+		items++
+		mixed = mixed || c.st != cells[0].st
 		switch r, cl := s.resolve(c); {
 		case cl != "":
 			b = append(b, cl...)
@@ -126,6 +135,12 @@ func (s *Screen) encodeRow(b []byte, row []cell, used int, wrapped bool) []byte 
 		b, tl, end = b[:start], 0, 0
 	}
 	b[lenAt], b[lenAt+1] = byte(tl)|0x80, byte(tl>>7)
+	if !mixed { // one style: one run, none for the default style
+		if end > 0 && s.style(cells[0].st) != (style{}) {
+			return appendRun(append(b, 1), items, s.style(cells[0].st))
+		}
+		return append(b, 0)
+	}
 	runsAt := len(b)
 	b = append(b, 0)
 	nruns, n := 0, 0
