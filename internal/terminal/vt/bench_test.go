@@ -200,3 +200,26 @@ func BenchmarkResizeWithHistory(b *testing.B) {
 		s.Resize(DefaultSize)
 	}
 }
+
+// BenchmarkFeedFlood is bench/terminal's flood as the daemon sees it:
+// numbered lines ("%012d\n" as the program writes them, "\r\n" after the
+// tty's ONLCR) in reads of 16 KiB, with tty_history's default of 2,000
+// lines: every line scrolls into the history.
+func BenchmarkFeedFlood(b *testing.B) {
+	var sb strings.Builder
+	for i := range 40000 {
+		fmt.Fprintf(&sb, "%012d\r\n", i)
+	}
+	data := []byte(sb.String())
+	s := NewScreen(DefaultSize)
+	s.SetHistory(2000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for p := data; len(p) > 0; {
+			n := min(len(p), 16<<10)
+			s.Feed(p[:n])
+			p = p[n:]
+		}
+	}
+}

@@ -14,7 +14,10 @@
 // VT500 state machine of github.com/charmbracelet/x/ansi; Screen carries
 // out what they mean, on a grid of 8-byte cells (a character, a style
 // number, a width) with per-screen tables of styles and multi-rune
-// characters, as tmux's grid keeps its extended cells apart. Any input is
+// characters, as tmux's grid keeps its extended cells apart. Runs of
+// plain ASCII and the controls CR, LF, BS and TAB, most of what a program
+// writes, take a fast path a row at a time that leaves the screen exactly
+// as the parser's path does (fast.go, FuzzFastPathMatchesParser). Any input is
 // safe: invalid UTF-8 is dropped, sequences may be cut anywhere between
 // two writes, and the work per byte and the memory are bounded
 // (FuzzFeed). Where terminals disagree, tmux is the reference: its

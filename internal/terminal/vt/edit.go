@@ -178,8 +178,12 @@ func (s *Screen) scrollUp(n int, toHistory bool) {
 
 // pushHistory adds the main screen's row y to the history.
 func (s *Screen) pushHistory(y int) {
-	s.xbuf = s.toX(s.xbuf[:0], s.main.rows[y], int(s.main.used[y]))
-	s.hbuf = encodeLine(s.hbuf[:0], s.xbuf, s.main.wrapped[y])
+	if s.slowOnly {
+		s.xbuf = s.toX(s.xbuf[:0], s.main.rows[y], int(s.main.used[y]))
+		s.hbuf = encodeLine(s.hbuf[:0], s.xbuf, s.main.wrapped[y])
+	} else {
+		s.hbuf = s.encodeRow(s.hbuf[:0], s.main.rows[y], int(s.main.used[y]), s.main.wrapped[y])
+	}
 	s.hist.add(s.hbuf)
 }
 

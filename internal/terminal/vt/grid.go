@@ -21,10 +21,20 @@ type grid struct {
 	rows    [][]cell
 	wrapped []bool   // the row's last column wrapped onto the next row
 	used    []uint16 // columns the row has used, as tmux's cellused: what reflow works from
+
+	// rows, wrapped and used are windows at off on these, twice as long:
+	// a line feed that scrolls the whole screen slides them by one (the
+	// top row goes round to the bottom) and moves all the row headers
+	// only once every rows lines (slide).
+	rowBuf  [][]cell
+	wrapBuf []bool
+	usedBuf []uint16
+	off     int
 }
 
 func newGrid(cols, rows int) *grid {
-	g := &grid{rows: make([][]cell, rows), wrapped: make([]bool, rows), used: make([]uint16, rows)}
+	g := &grid{rowBuf: make([][]cell, 2*rows), wrapBuf: make([]bool, 2*rows), usedBuf: make([]uint16, 2*rows)}
+	g.window()
 	cells := make([]cell, cols*rows)
 	for i := range cells {
 		cells[i] = blank(0)
@@ -84,8 +94,43 @@ func (g *grid) scrollDown(top, bot, n int, st uint16) {
 	}
 }
 
+// window cuts rows, wrapped and used at off.
+func (g *grid) window() {
+	n := len(g.rowBuf) / 2
+	g.rows = g.rowBuf[g.off : g.off+n : g.off+n]
+	g.wrapped = g.wrapBuf[g.off : g.off+n : g.off+n]
+	g.used = g.usedBuf[g.off : g.off+n : g.off+n]
+}
+
+// slide turns all the rows up by one, as rotate(0, rows-1, 1).
+func (g *grid) slide() {
+	n := len(g.rows)
+	if g.off+n == len(g.rowBuf) { // at the end: back to the start
+		copy(g.rowBuf, g.rows)
+		copy(g.wrapBuf, g.wrapped)
+		copy(g.usedBuf, g.used)
+		g.off = 0
+	}
+	g.rowBuf[g.off+n], g.wrapBuf[g.off+n], g.usedBuf[g.off+n] = g.rowBuf[g.off], g.wrapBuf[g.off], g.usedBuf[g.off]
+	g.rowBuf[g.off] = nil
+	g.off++
+	g.window()
+}
+
 // rotate turns rows top..bot (and their flags) up by n.
 func (g *grid) rotate(top, bot, n int) {
+	if n == 1 && top == 0 && bot == len(g.rows)-1 {
+		g.slide()
+		return
+	}
+	if n == 1 { // a line feed at the bottom: one row round, the rest moved as a block
+		r, w, u := g.rows[top], g.wrapped[top], g.used[top]
+		copy(g.rows[top:bot], g.rows[top+1:bot+1])
+		copy(g.wrapped[top:bot], g.wrapped[top+1:bot+1])
+		copy(g.used[top:bot], g.used[top+1:bot+1])
+		g.rows[bot], g.wrapped[bot], g.used[bot] = r, w, u
+		return
+	}
 	g.reverse(top, top+n-1)
 	g.reverse(top+n, bot)
 	g.reverse(top, bot)
@@ -115,10 +160,7 @@ func (g *grid) clearRow(y, x0, x1 int, st uint16) {
 	if x0 >= x1 {
 		return
 	}
-	b := blank(st)
-	for x := x0; x < x1; x++ {
-		row[x] = b
-	}
+	fill(row[x0:x1], blank(st))
 	if x0 == 0 && x1 == len(row) {
 		g.wrapped[y], g.used[y] = false, 0
 	}
@@ -263,4 +305,28 @@ func (t *tables) text(b []byte, c cell) []byte {
 		return append(b, t.clusters[-c.r-1]...)
 	}
 	return b
+}
+
+// blanks is a row of blank cells in the default style, for fill to copy.
+var blanks = func() (b [MaxCols]cell) {
+	for i := range b {
+		b[i] = blank(0)
+	}
+	return b
+}()
+
+// fill sets every cell of cells to c: a copy of blanks, in one move, for
+// the common blank; else doubling what is copied each time.
+func fill(cells []cell, c cell) {
+	if c == blank(0) && len(cells) <= len(blanks) {
+		copy(cells, blanks[:len(cells)])
+		return
+	}
+	if len(cells) == 0 {
+		return
+	}
+	cells[0] = c
+	for n := 1; n < len(cells); n *= 2 {
+		copy(cells[n:], cells[:n])
+	}
 }

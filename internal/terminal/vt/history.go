@@ -15,11 +15,16 @@ import (
 // `tend screen --history N` return the same lines.
 //
 // A line is kept as its text and its style runs, not as cells, and lines
-// are packed into flate blocks of packLines: a thousand tty runs each keep
+// are packed into flate blocks (packLines, packBytes): a thousand tty runs each keep
 // a full history, and text compresses several times over.
 
-// packLines is how many lines a packed block holds.
-const packLines = 128
+// A packed block holds at least packLines lines and packBytes bytes of
+// them encoded: short lines (a flood of numbers) go in larger blocks, as
+// flate's cost per block is much the same whatever it holds.
+const (
+	packLines = 128
+	packBytes = 4 << 10
+)
 
 // history is a screen's history. Not safe for concurrent use: the Screen
 // that holds it is guarded by its Terminal's lock.
@@ -33,7 +38,7 @@ type history struct {
 	scrolled int      // lines that scrolled in and may come back when the screen grows (tmux's hscrolled)
 }
 
-// hblock is packLines encoded lines, compressed.
+// hblock is packed lines (at least packLines), compressed.
 type hblock struct {
 	z []byte
 	n int
@@ -59,7 +64,7 @@ func (h *history) add(line []byte) {
 	h.tail = append(h.tail, line...)
 	h.tailN++
 	h.n++
-	if h.tailN >= packLines {
+	if h.tailN >= packLines && len(h.tail) >= packBytes {
 		h.blocks = append(h.blocks, hblock{z: deflate(h.tail), n: h.tailN})
 		h.tail, h.tailN = h.tail[:0], 0
 		if cap(h.tail) > 64<<10 {

@@ -52,6 +52,8 @@ type Screen struct {
 	hist history // the lines that scrolled off the main screen
 	hbuf []byte  // a line being encoded for hist
 	xbuf []xcell // a row being resolved for hist
+
+	slowOnly bool // every byte through the parser, and no fast path: what the fast path's tests compare with
 }
 
 // savedCursor is what DECSC keeps.
@@ -146,12 +148,15 @@ func (s *Screen) Replay(p []byte, at time.Time) {
 // Feed runs the program's output bytes through the screen.
 func (s *Screen) Feed(p []byte) {
 	s.feeds++
-	for _, b := range p {
-		if b < 0x80 && s.u8need == 0 {
-			if b >= 0x20 && b < 0x7f && s.p.State() == parser.GroundState {
-				s.print(rune(b)) // plain text, most of what programs write
-				continue
+	for i := 0; i < len(p); {
+		if s.u8need == 0 && !s.slowOnly && s.p.State() == parser.GroundState {
+			if i += s.feedPlain(p[i:]); i == len(p) { // plain text, most of what programs write
+				break
 			}
+		}
+		b := p[i]
+		i++
+		if b < 0x80 && s.u8need == 0 {
 			s.p.Advance(b)
 			continue
 		}
