@@ -277,7 +277,11 @@ func (l *lineReader) next() ([]byte, error) {
 // ends or fails, hands each JSON-RPC line on to conn (the SDK's), and returns why it
 // stopped (io.EOF at the end of the stream).
 func pump(src io.Reader, conn io.Writer, t *ids, h wireHooks) error {
-	lr := newLineReader(src, MaxMessage)
+	return pumpLines(newLineReader(src, MaxMessage), conn, t, h)
+}
+
+// pumpLines is pump over a line reader of any bound (the tests').
+func pumpLines(lr *lineReader, conn io.Writer, t *ids, h wireHooks) error {
 	for {
 		if h.idle != nil && !lr.holdsLine() {
 			h.idle() // what was read is handed on before the reader waits

@@ -28,8 +28,9 @@ func run(input []byte, max int) (sdkGot []string, notACP []string, stray []strin
 
 // runUpdates is run with the update and idle hooks set, as a Conn sets
 // them: the session/update notifications it was handed come back too. It
-// runs pump itself, and fails the test when an update the hook was handed
+// runs pump's loop itself, and fails the test when an update the hook was handed
 // is not handed on (idle) before a line goes to the SDK, or at the end.
+// Lines are bounded to max bytes.
 func runUpdates(input []byte, max int) (sdkGot []string, notACP []string, stray []string, updates []update, err error) {
 	t := newIDs(1000)
 	t.out([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
@@ -45,7 +46,7 @@ func runUpdates(input []byte, max int) (sdkGot []string, notACP []string, stray 
 		},
 		idle: func() { pending = 0 },
 	}
-	err = pump(bytes.NewReader(input), sdk, t, h)
+	err = pumpLines(newLineReader(bytes.NewReader(input), max), sdk, t, h)
 	if pending != 0 {
 		sdk.bad = append(sdk.bad, "the reader ended with updates not handed on")
 	}
@@ -73,6 +74,60 @@ func (w *orderedWriter) Write(p []byte) (int, error) {
 		w.bad = append(w.bad, "a line reached the SDK before the updates read before it were handed on: "+string(p))
 	}
 	return w.Buffer.Write(p)
+}
+
+func TestLineReader(t *testing.T) {
+	in := "banner: starting up\n" +
+		`{"jsonrpc":"2.0","id":1001,"result":{"protocolVersion":1}}` + "\n" +
+		"\n" +
+		`{"jsonrpc":"2.0","id":7,"result":{}}` + "\n" + // no request of ours
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"x","method":"fs/read_text_file","params":{}}` + "\n" +
+		`{"jsonrpc":"1.0","id":1002,"result":{}}` + "\n" +
+		`[1,2]` + "\n" +
+		`{"jsonrpc":"2.0","id":1001,"result":{}}` + "\n" + // answered already
+		`{"jsonrpc":"2.0","id":1002,"error":{"code":-32000,"message":"Authentication required"}}`
+	got, bad, stray, ups, err := runUpdates([]byte(in), MaxMessage)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("stopped with %v", err)
+	}
+	if len(ups) != 1 || ups[0].m.Kind != "" {
+		t.Errorf("updates: %+v", ups)
+	}
+	if len(got) != 3 {
+		t.Fatalf("the SDK got %d lines: %q", len(got), got)
+	}
+	var first struct {
+		ID int `json:"id"`
+	}
+	if json.Unmarshal([]byte(got[0]), &first); first.ID != 1 {
+		t.Errorf("the response's id reached the SDK as %d, not its own 1: %s", first.ID, got[0])
+	}
+	if !strings.Contains(got[2], `"id":2`) || !strings.Contains(got[2], "Authentication required") {
+		t.Errorf("last: %s", got[2])
+	}
+	if len(bad) != 3 || bad[0] != "banner: starting up" {
+		t.Errorf("not acp: %q", bad)
+	}
+	if len(stray) != 2 || stray[0] != "7" || stray[1] != "1001" {
+		t.Errorf("stray: %q", stray)
+	}
+}
+
+// A line over the bound ends the stream with ErrTooLarge; one at the
+// bound passes.
+func TestLineReaderBound(t *testing.T) {
+	msg := `{"jsonrpc":"2.0","method":"x","params":"` + strings.Repeat("a", 100) + `"}`
+	if _, _, _, err := run([]byte(msg+"\n"), len(msg)); !errors.Is(err, io.EOF) {
+		t.Errorf("at the bound: %v", err)
+	}
+	if _, _, _, err := run([]byte(msg+"\n"), len(msg)-1); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("over the bound: %v", err)
+	}
+	big := bytes.Repeat([]byte("x"), MaxMessage+1)
+	if _, _, _, err := run(big, MaxMessage); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("over 8 MiB without a newline: %v", err)
+	}
 }
 
 func FuzzACPReader(f *testing.F) {
