@@ -56,13 +56,19 @@ type PromptPhase struct {
 	DirectFirst, DirectEnd []measure.Ms
 }
 
-// StreamPhase: each side's time for the whole answer, and the daemon's
-// CPU over tend's.
+// StreamPhase: each side's time for the whole answer, and the CPU each
+// process of a side spent on it: through tend the agent, the daemon and
+// the client reading the SSE stream (this process); directly the agent
+// and the SDK's client (this process).
 type StreamPhase struct {
-	Tend, Direct measure.Ms
-	TendBytes    int
-	DirectBytes  int
-	DaemonCPU    measure.Ms
+	Tend, Direct    measure.Ms
+	TendBytes       int
+	DirectBytes     int
+	DaemonCPU       measure.Ms
+	TendAgentCPU    measure.Ms `json:"tend_agent_cpu"`
+	TendClientCPU   measure.Ms `json:"tend_client_cpu"`
+	DirectAgentCPU  measure.Ms `json:"direct_agent_cpu"`
+	DirectClientCPU measure.Ms `json:"direct_client_cpu"`
 }
 
 // IdlePhase: the daemon with no agent and with N, its idle CPU, and the

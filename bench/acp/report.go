@@ -40,8 +40,11 @@ func render(r *Results) []byte {
 		if tr < 0.8*dr {
 			ok = "MISSED"
 		}
-		fmt.Fprintf(&b, "stream (%.0f MB answer)\n  tend   %s, %.1f MB/s (%d bytes of text)\n  direct %s, %.1f MB/s (%d bytes)\n  ratio %.2f (target ≥ 0.8: %s); daemon CPU %s, %.1f ms per MB\n\n",
-			mb, ms(s.Tend), tr, s.TendBytes, ms(s.Direct), dr, s.DirectBytes, tr/dr, ok, ms(s.DaemonCPU), float64(s.DaemonCPU.D())/float64(time.Millisecond)/mb)
+		perMB := func(d measure.Ms) string { return fmt.Sprintf("%.1f", float64(d.D())/float64(time.Millisecond)/mb) }
+		fmt.Fprintf(&b, "stream (%.0f MB answer)\n  tend   %s, %.1f MB/s (%d bytes of text)\n  direct %s, %.1f MB/s (%d bytes)\n  ratio %.2f (target ≥ 0.8: %s); daemon CPU %s, %s ms per MB\n",
+			mb, ms(s.Tend), tr, s.TendBytes, ms(s.Direct), dr, s.DirectBytes, tr/dr, ok, ms(s.DaemonCPU), perMB(s.DaemonCPU))
+		fmt.Fprintf(&b, "  CPU per MB (ms)  agent  daemon  client\n  tend             %5s  %6s  %6s\n  direct           %5s  %6s  %6s\n\n",
+			perMB(s.TendAgentCPU), perMB(s.DaemonCPU), perMB(s.TendClientCPU), perMB(s.DirectAgentCPU), "-", perMB(s.DirectClientCPU))
 	}
 	if i := r.Idle; i != nil && r.N > 0 {
 		per := float64(i.PSSPeak-i.PSSBefore) / float64(r.N) / 1024

@@ -145,17 +145,28 @@ func promptAndStream(ctx context.Context, o options, r *Results, bin, self, dir 
 	if has("stream") {
 		text := "stream " + strconv.Itoa(o.streamMB<<20)
 		s := &StreamPhase{}
-		cpu0 := procCPU(d.up.Process.Pid)
+		agent := 0
+		if st, err := d.c.Status(ids[0]); err == nil && st.PID != nil {
+			agent = *st.PID
+		}
+		cpu := func(pid int) func() measure.Ms {
+			c0 := procCPU(pid)
+			return func() measure.Ms { return measure.NewMs(procCPU(pid) - c0) }
+		}
+		daemonCPU, agentCPU, selfCPU := cpu(d.up.Process.Pid), cpu(agent), cpu(os.Getpid())
 		_, e, n, err := tendPrompt(ctx, d.c, ids[0], text)
 		if err != nil {
 			return fmt.Errorf("tend stream: %w", err)
 		}
-		s.Tend, s.TendBytes, s.DaemonCPU = measure.NewMs(e), n, measure.NewMs(procCPU(d.up.Process.Pid)-cpu0)
+		s.Tend, s.TendBytes = measure.NewMs(e), n
+		s.DaemonCPU, s.TendAgentCPU, s.TendClientCPU = daemonCPU(), agentCPU(), selfCPU()
+		agentCPU, selfCPU = cpu(dc.cmd.Process.Pid), cpu(os.Getpid())
 		_, e, n, err = dc.prompt(ctx, text)
 		if err != nil {
 			return fmt.Errorf("direct stream: %w", err)
 		}
 		s.Direct, s.DirectBytes = measure.NewMs(e), n
+		s.DirectAgentCPU, s.DirectClientCPU = agentCPU(), selfCPU()
 		r.Streams = s
 	}
 	return nil
@@ -269,8 +280,11 @@ func idlePhase(ctx context.Context, o options, bin, self, dir string) (*IdlePhas
 	return ph, nil
 }
 
-// procCPU is a process's utime+stime from /proc/PID/stat.
+// procCPU is a process's utime+stime from /proc/PID/stat; 0 for pid 0.
 func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0

@@ -93,6 +93,22 @@ func (c *Conn) transcribe(s string, line bool) {
 	}
 }
 
+// transcribeBytes appends message text to the transcript, as
+// transcribe(string(p), false) without the copy: Hooks.Text keeps nothing
+// of p past the call.
+func (c *Conn) transcribeBytes(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	ts := &c.text
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.midLine = p[len(p)-1] != '\n'
+	if c.opts.Hooks.Text != nil {
+		c.opts.Hooks.Text(p)
+	}
+}
+
 // note is a line of tend's own in the transcript.
 func (c *Conn) note(s string) { c.transcribe(s+"\n", true) }
 
@@ -108,9 +124,10 @@ func (c *Conn) sessionUpdate(line []byte, m *message) {
 		return // thoughts, commands, modes, usage: not in the transcript
 	}
 	if m.Kind == "agent_message_chunk" && m.Text != nil {
-		c.messageText(*m.Text)
+		c.batchText(*m.Text)
 		return
 	}
+	c.flushText() // what came before it goes first
 	var n struct {
 		Params sdk.SessionNotification `json:"params"`
 	}
@@ -127,6 +144,68 @@ func (c *Conn) live() (*Turn, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur, !c.loading
+}
+
+// textBatch is the message text the line reader has read since it last
+// had to wait for the agent: the chunks of a streamed answer that came
+// together go to the transcript and to the turn's follower as one piece
+// (one log record, one update, one wake of the follower) rather than one
+// each, which cost more than the 4 KiB chunks themselves. The reader
+// hands the batch on before it waits, before any other line, and at the
+// end of the agent's stdout (wireHooks.idle), so the order stays the
+// wire's. Owned by the line reader's goroutine.
+type textBatch struct {
+	buf   []byte // the batch, for the transcript (its hook copies it)
+	first string // the batch's first chunk, handed to the turn as it is when it is the only one
+	turn  *Turn
+	n     int // chunks in the batch
+}
+
+// batchText keeps a chunk of message text for the batch (see textBatch).
+func (c *Conn) batchText(s string) {
+	t, live := c.live()
+	if !live || s == "" {
+		return
+	}
+	b := &c.batch
+	if b.n > 0 && b.turn != t {
+		c.flushText()
+	}
+	if b.n == 0 {
+		b.first = s
+	}
+	b.buf = append(b.buf, s...)
+	b.turn = t
+	b.n++
+	if len(b.buf) >= maxBatch {
+		c.flushText()
+	}
+}
+
+// maxBatch bounds a batch of text: the reader's buffer holds 64 KiB, a
+// single line up to MaxMessage.
+const maxBatch = 256 << 10
+
+// flushText hands the batch of text on: the transcript, and the turn
+// that was under way when it came.
+func (c *Conn) flushText() {
+	b := &c.batch
+	if b.n == 0 {
+		return
+	}
+	c.transcribeBytes(b.buf)
+	if b.turn != nil {
+		s := b.first
+		if b.n > 1 {
+			s = string(b.buf)
+		}
+		b.turn.add(program.TurnUpdate{Type: program.UpdateText, Text: s})
+	}
+	b.first, b.turn, b.n = "", nil, 0
+	if cap(b.buf) > maxBatch {
+		b.buf = nil // a long line's worth is not kept
+	}
+	b.buf = b.buf[:0]
 }
 
 // messageText is a chunk of the agent's message: the transcript, and the

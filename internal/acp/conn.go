@@ -87,7 +87,7 @@ type Event struct {
 // Hooks are where a Conn's output goes. Each may be nil.
 type Hooks struct {
 	Event func(Event)                 // must not block
-	Text  func(p []byte)              // the transcript, as text (docs/protocol.md#the-transcript)
+	Text  func(p []byte)              // the transcript, as text (docs/protocol.md#the-transcript); p is not kept past the call
 	Raw   func(out bool, line []byte) // each JSON-RPC line: out is tend's, else the agent's
 	// NotACP hears a line of the agent's stdout that is not JSON-RPC (it
 	// is also counted in Errors).
@@ -122,6 +122,7 @@ type Conn struct {
 	stop   context.CancelFunc
 	errs   atomic.Int64 // lines that were not JSON-RPC
 	text   textState
+	batch  textBatch // the line reader's own
 
 	mu       sync.Mutex // guards everything below
 	session  string
@@ -164,6 +165,7 @@ func (c *Conn) read(t *ids) {
 	err := pump(c.stdout, c.pipeW, t, wireHooks{
 		raw:    c.opts.Hooks.Raw,
 		update: c.sessionUpdate,
+		idle:   c.flushText,
 		notACP: func(line []byte) {
 			c.errs.Add(1)
 			if c.opts.Hooks.NotACP != nil {

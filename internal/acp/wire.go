@@ -232,6 +232,17 @@ func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// holdsLine says whether a whole line is buffered: next returns it
+// without reading, so without waiting for the agent.
+func (l *lineReader) holdsLine() bool {
+	n := l.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := l.r.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // next returns the next line without its newline. A line longer than max
 // is ErrTooLarge; the end of the stream is io.EOF (an unfinished last line
 // is returned first).
@@ -266,10 +277,20 @@ func (l *lineReader) next() ([]byte, error) {
 // ends or fails, hands each JSON-RPC line on to conn (the SDK's), and returns why it
 // stopped (io.EOF at the end of the stream).
 func pump(src io.Reader, conn io.Writer, t *ids, h wireHooks) error {
-	lr := newLineReader(src, MaxMessage)
+	return pumpLines(newLineReader(src, MaxMessage), conn, t, h)
+}
+
+// pumpLines is pump over a line reader of any bound (the tests').
+func pumpLines(lr *lineReader, conn io.Writer, t *ids, h wireHooks) error {
 	for {
+		if h.idle != nil && !lr.holdsLine() {
+			h.idle() // what was read is handed on before the reader waits
+		}
 		line, err := lr.next()
 		if err != nil {
+			if h.idle != nil {
+				h.idle()
+			}
 			return err
 		}
 		if err := dispatch(line, conn, t, h); err != nil {
@@ -287,6 +308,10 @@ type wireHooks struct {
 	// message, m what classify found of it) before the next line is read;
 	// nil hands it to the SDK as any other.
 	update func(line []byte, m *message)
+	// idle is told when the reader has no whole line in hand and is about
+	// to wait for the agent (or its stdout ended), and before a line that
+	// goes on to the SDK: what update kept back for a batch goes out.
+	idle func()
 }
 
 // dispatch handles one line: what is JSON-RPC goes to conn (responses with
@@ -309,6 +334,9 @@ func dispatch(line []byte, conn io.Writer, t *ids, h wireHooks) error {
 	if m.Method == sdk.ClientMethodSessionUpdate && m.notification() && h.update != nil {
 		h.update(trimmed, &m)
 		return nil
+	}
+	if h.idle != nil {
+		h.idle() // the text before it goes first: a response may end the turn
 	}
 	out := trimmed
 	if m.Method == "" { // a response

@@ -26,29 +26,32 @@ func run(input []byte, max int) (sdkGot []string, notACP []string, stray []strin
 	return sdkGot, notACP, stray, err
 }
 
-// runUpdates is run with the update hook set, as a Conn sets it: the
-// session/update notifications it was handed come back too.
+// runUpdates is run with the update and idle hooks set, as a Conn sets
+// them: the session/update notifications it was handed come back too. It
+// runs pump's loop itself, and fails the test when an update the hook was handed
+// is not handed on (idle) before a line goes to the SDK, or at the end.
+// Lines are bounded to max bytes.
 func runUpdates(input []byte, max int) (sdkGot []string, notACP []string, stray []string, updates []update, err error) {
 	t := newIDs(1000)
 	t.out([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 	t.out([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`))
-	var sdk bytes.Buffer
-	lr := newLineReader(bytes.NewReader(input), max)
+	pending := 0 // updates not yet handed on
+	sdk := &orderedWriter{pending: &pending}
 	h := wireHooks{
 		notACP: func(l []byte) { notACP = append(notACP, string(l)) },
 		stray:  func(id string) { stray = append(stray, id) },
-		update: func(l []byte, m *message) { updates = append(updates, update{string(l), *m}) },
+		update: func(l []byte, m *message) {
+			updates = append(updates, update{string(l), *m})
+			pending++
+		},
+		idle: func() { pending = 0 },
 	}
-	for {
-		line, e := lr.next()
-		if e != nil {
-			err = e
-			break
-		}
-		if e := dispatch(line, &sdk, t, h); e != nil {
-			err = e
-			break
-		}
+	err = pumpLines(newLineReader(bytes.NewReader(input), max), sdk, t, h)
+	if pending != 0 {
+		sdk.bad = append(sdk.bad, "the reader ended with updates not handed on")
+	}
+	if len(sdk.bad) > 0 {
+		err = errors.New(strings.Join(sdk.bad, "; "))
 	}
 	for _, l := range strings.SplitAfter(sdk.String(), "\n") {
 		if l != "" {
@@ -56,6 +59,21 @@ func runUpdates(input []byte, max int) (sdkGot []string, notACP []string, stray 
 		}
 	}
 	return sdkGot, notACP, stray, updates, err
+}
+
+// orderedWriter is the SDK's side of the pipe: it notes a line that
+// reaches it while an update is still held back.
+type orderedWriter struct {
+	bytes.Buffer
+	pending *int
+	bad     []string
+}
+
+func (w *orderedWriter) Write(p []byte) (int, error) {
+	if *w.pending != 0 {
+		w.bad = append(w.bad, "a line reached the SDK before the updates read before it were handed on: "+string(p))
+	}
+	return w.Buffer.Write(p)
 }
 
 func TestLineReader(t *testing.T) {

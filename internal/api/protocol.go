@@ -6,6 +6,7 @@ package api
 // Server without one answers them 501.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -93,15 +94,18 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 	// of text as one update: a streamed answer comes in many small
 	// chunks, and a write (a chunk of the response, a syscall) and a
 	// flush each would cost more than the chunk.
-	var buf []byte
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // into buf: no copy of each event's JSON
 	add := func(event string, v any) {
-		b, _ := json.Marshal(v)
-		buf = append(append(append(append(buf, "event: "...), event...), "\ndata: "...), b...)
-		buf = append(buf, "\n\n"...)
+		buf.WriteString("event: ")
+		buf.WriteString(event)
+		buf.WriteString("\ndata: ")
+		_ = enc.Encode(v) // the JSON and a newline
+		buf.WriteByte('\n')
 	}
 	send := func() error {
-		_, err := w.Write(buf)
-		buf = buf[:0]
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
 		if err != nil {
 			return err
 		}
@@ -111,12 +115,30 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 	if send() != nil {
 		return nil
 	}
+	var pace *time.Timer
+	sent := 0
 	for {
+		if sent > paceAfter {
+			// A long answer streams: gather what comes for a moment
+			// rather than waking, writing and flushing for each chunk.
+			if pace == nil {
+				pace = time.NewTimer(paceEvery)
+				defer pace.Stop()
+			} else {
+				pace.Reset(paceEvery)
+			}
+			select {
+			case <-pace.C:
+			case <-r.Context().Done():
+				return nil
+			}
+		}
 		ups, stop, err := t.Next(r.Context())
 		if err != nil {
 			return nil // the client left
 		}
 		for _, u := range coalesce(ups) {
+			sent += len(u.Text)
 			add("update", u)
 		}
 		if stop != "" {
@@ -129,6 +151,18 @@ func (s *Server) turnStream(w http.ResponseWriter, r *http.Request, id string, t
 		}
 	}
 }
+
+// A turn's stream is paced once it has sent paceAfter bytes: then it
+// looks for more at most every paceEvery, so that a long answer goes out
+// in writes of what came meanwhile rather than one per chunk the agent
+// sent (a 10 MB answer comes in 2,560 chunks of 4 KiB from the SDK's
+// agents), which cost the daemon and the client a wake, a write and an
+// event each (bench/acp). The start of an answer, and a short one, go out
+// as they come.
+const (
+	paceAfter = 64 << 10
+	paceEvery = 2 * time.Millisecond
+)
 
 // coalesce joins runs of text updates into one, keeping the order.
 func coalesce(ups []program.TurnUpdate) []program.TurnUpdate {
