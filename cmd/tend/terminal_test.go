@@ -263,7 +263,11 @@ func (a *ptyAttach) shows(want string) {
 		defer a.mu.Unlock()
 		last = a.scr.Text()
 		return strings.Contains(last, want)
-	}, testutil.Explain(func() string { return last }))
+	}, testutil.Explain(func() string {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return fmt.Sprintf("%s\nthe bytes it was sent: %q", last, a.raw.String())
+	}))
 }
 
 // sent waits until want was written to the terminal.

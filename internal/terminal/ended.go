@@ -27,15 +27,30 @@ func Ended(opts Options) (*Terminal, error) {
 	return t, nil
 }
 
-// Repaint sends every attached client a fresh redraw of the screen in
-// place of what it had queued, as a client that fell behind gets: after a
-// resize, so that no client keeps a picture drawn for the old size.
+// Repaint sends every attached client a fresh redraw of the screen after a
+// resize, so that no client keeps a picture drawn for the old size. It
+// comes after what the client had queued, not in its place: the screen it
+// paints has those bytes drawn already, and a client that prints the
+// run's bytes as they come (tend run -a --tty, inline, which shows only
+// the first redraw) would otherwise never see them (a run that wrote and
+// ended while its client's size was being applied). A client past its
+// bound gets the redraw alone, as one that fell behind does.
 func (t *Terminal) Repaint() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var r []byte
 	for c := range t.clients {
 		c.mu.Lock()
-		c.stale, c.pend = true, c.pend[:0]
+		if !c.stale && !c.closed {
+			if r == nil {
+				r = t.scr.Redraw(nil)
+			}
+			if len(c.pend)+len(r) > c.max {
+				c.stale, c.pend = true, c.pend[:0]
+			} else {
+				c.pend = append(c.pend, r...)
+			}
+		}
 		c.mu.Unlock()
 		c.poke()
 	}

@@ -188,11 +188,17 @@ func (s *Session) begin(t *Terminal, pid int, why string, f *follower) {
 // terminal here. A run that had none (one that ended while no daemon ran,
 // or whose terminal was lost) leaves its last screen to be rebuilt from
 // its log, from started.
+//
+// The terminal stays the current one until the screen has drawn the last
+// of the run's bytes: a client that attaches meanwhile (tend run -a of a
+// run that ends at once, while the keeper writes its last bytes) is the
+// terminal's, and gets them, rather than the screen as it was before them.
+// The instance's goroutine is the only one that changes cur.
 func (s *Session) End(started time.Time, drained func()) bool {
 	s.mu.Lock()
 	t, f := s.cur, s.follow
-	s.cur, s.pid, s.lost, s.follow = nil, 0, "", nil
 	if t == nil {
+		s.cur, s.pid, s.lost, s.follow = nil, 0, "", nil
 		s.replayFrom = started
 	}
 	s.mu.Unlock()
@@ -203,8 +209,11 @@ func (s *Session) End(started time.Time, drained func()) bool {
 		drained()
 	}
 	if f != nil {
-		f.end() // the screen has drawn it
+		f.end() // the screen and its clients have it all
 	}
+	s.mu.Lock()
+	s.cur, s.pid, s.lost, s.follow = nil, 0, "", nil
+	s.mu.Unlock()
 	t.Hangup()
 	t.Close()
 	return true
