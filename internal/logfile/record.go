@@ -162,26 +162,38 @@ func Parse(line []byte) (Record, error) {
 	if !ok || line[tsLen] != ' ' {
 		return r, errNotRecord
 	}
-	rest := line[tsLen+1:]
+	r, ok = parseStream(line[tsLen+1:])
+	if !ok {
+		return Record{}, errNotRecord
+	}
+	r.TS = ts
+	return r, nil
+}
+
+// parseStream reads what follows a record's time: its stream, whether it
+// is partial, and its line (tty first: a terminal's follower reads the
+// most records).
+func parseStream(rest []byte) (Record, bool) {
+	var r Record
 	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "tty ":
+		r.Stream, rest = TTY, rest[4:]
 	case len(rest) >= 4 && string(rest[:4]) == "out ":
 		r.Stream, rest = Stdout, rest[4:]
 	case len(rest) >= 4 && string(rest[:4]) == "err ":
 		r.Stream, rest = Stderr, rest[4:]
 	case len(rest) >= 5 && string(rest[:5]) == "tend ":
 		r.Stream, rest = Tend, rest[5:]
-	case len(rest) >= 4 && string(rest[:4]) == "tty ":
-		r.Stream, rest = TTY, rest[4:]
 	case len(rest) >= 4 && string(rest[:4]) == "acp ":
 		r.Stream, rest = Protocol, rest[4:]
 	default:
-		return r, errNotRecord
+		return r, false
 	}
 	if len(rest) < 2 || rest[1] != ' ' || (rest[0] != '|' && rest[0] != '+') {
-		return r, errNotRecord
+		return r, false
 	}
-	r.TS, r.Partial, r.Line = ts, rest[0] == '+', rest[2:]
-	return r, nil
+	r.Partial, r.Line = rest[0] == '+', rest[2:]
+	return r, true
 }
 
 // parseTS reads exactly the form appendTS writes; anything else is false.

@@ -29,24 +29,5 @@ func parseHead(line []byte) (Record, bool) {
 	if len(line) < tsLen+len(" out | ") || line[tsLen] != ' ' || line[tsLen-1] != 'Z' || line[10] != 'T' {
 		return r, false
 	}
-	rest := line[tsLen+1:]
-	switch {
-	case len(rest) >= 4 && string(rest[:4]) == "tty ":
-		r.Stream, rest = TTY, rest[4:]
-	case len(rest) >= 4 && string(rest[:4]) == "out ":
-		r.Stream, rest = Stdout, rest[4:]
-	case len(rest) >= 4 && string(rest[:4]) == "err ":
-		r.Stream, rest = Stderr, rest[4:]
-	case len(rest) >= 5 && string(rest[:5]) == "tend ":
-		r.Stream, rest = Tend, rest[5:]
-	case len(rest) >= 4 && string(rest[:4]) == "acp ":
-		r.Stream, rest = Protocol, rest[4:]
-	default:
-		return r, false
-	}
-	if len(rest) < 2 || rest[1] != ' ' || (rest[0] != '|' && rest[0] != '+') {
-		return r, false
-	}
-	r.Partial, r.Line = rest[0] == '+', rest[2:]
-	return r, true
+	return parseStream(line[tsLen+1:])
 }
