@@ -242,6 +242,11 @@ func (k *ttyKeeper) Drop(id string, pid int) {
 		}
 		c = next
 	}
+	// The keeper's last records are on disk now, and its word that it
+	// wrote them may come after its dropped: the log's followers (the
+	// screen's last feed, tend run -a's answer) look at the file now.
+	// Without this a run that ended at once showed none of its output.
+	k.wrote(id)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if cur, ok := k.kept[id]; ok && cur == r {
