@@ -401,7 +401,8 @@ func TestTTYFloodAcrossUpgrades(t *testing.T) {
 	killUp(t, up, up.Process.Pid, runs)
 	up = startUp(t, tend, conf)
 	waitRunning(t, c, "flood:0")
-	testutil.Eventually(t, "the flood's end", func() bool { return comm(pid) == "sleep" })
+	// The flood is paced over secs: the soak's takes a minute.
+	testutil.Eventually(t, "the flood's end", func() bool { return comm(pid) == "sleep" }, testutil.Within(time.Duration(2*secs)*time.Second+30*time.Second))
 	checkFlood(t, dir, n, 12, 0, 0)
 	downAndGone(t, c, up, runs)
 }
