@@ -38,14 +38,26 @@ func (k *keeper) keep(m Keep, master int) {
 	// A run whose leader has exited already (a short run: the daemon's
 	// reaper was quicker than its keep) is read to its end all the same:
 	// its output waits in the terminal. A live pid must be the run's.
+	// The master is the run's whatever its pid says (the daemon handed it
+	// over); the pid only tells when the run is over. A pid that names
+	// another process now (used again) is refused; one whose process went
+	// between the two looks (reaped as the keep came: a run that ended at
+	// once) is read to its end like one gone already. Refusing that one
+	// lost all a quick run wrote (tend run -a --tty of `echo marker`).
 	pidfd, err := unix.PidfdOpen(r.PID, 0)
 	if err == nil {
-		if ticks, terr := reaper.StartTicks(r.PID); r.Ticks != 0 && (terr != nil || ticks != r.Ticks) {
+		ticks, terr := reaper.StartTicks(r.PID)
+		switch {
+		case terr != nil:
+			unix.Close(pidfd)
+			pidfd = -1
+		case r.Ticks != 0 && ticks != r.Ticks:
 			unix.Close(pidfd)
 			unix.Close(master)
 			return
+		default:
+			unix.CloseOnExec(pidfd)
 		}
-		unix.CloseOnExec(pidfd)
 	} else {
 		pidfd = -1
 	}
