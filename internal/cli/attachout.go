@@ -32,8 +32,6 @@ type screenOut struct {
 	scr    *vt.Screen
 	first  bool   // the next message is a connection's first: a redraw
 	shown  bool   // inline: a first redraw has been printed
-	blank  bool   // inline: that first redraw showed an empty screen
-	ran    bool   // inline: some of the run's own bytes were printed
 	held   []byte // the start of a CSI cut at the end of the last message
 	scroll bool   // the run turned alternate scroll (1007) on
 }
@@ -177,15 +175,11 @@ func (o *screenOut) inlineSegment(out, p []byte, redraw bool) []byte {
 	o.feed(p)
 	switch {
 	case !redraw:
-		if !bytes.HasPrefix(p, noticeStart) {
-			o.ran = true // a notice of tend's own is not the run's output
-		}
 		return append(out, p...)
 	case o.shown:
 		return out
 	}
 	o.shown = true
-	o.blank = len(bytes.TrimSpace([]byte(o.scr.Text()))) == 0
 	if o.scr.AltScreen() {
 		// A full-screen program, already on its alternate screen: the
 		// caller's terminal goes there too, as it would have with the
@@ -343,21 +337,4 @@ func scanPrivateMode(p []byte) (n int, switches bool, rest []byte, complete bool
 		rest = append(rest, final)
 	}
 	return k + 1, true, rest, true
-}
-
-// noticeStart begins a line of tend's own that the daemon sends its
-// clients (terminal.Terminal.Notice: "[tend] planner:0 exited: …").
-var noticeStart = []byte("\r\n\x1b[0m[tend] ")
-
-// showedNothing says an inline session printed none of the run's output:
-// its first redraw was an empty screen and no bytes of the run's came
-// after it. That is a run that ended at once, whose last bytes reached
-// the daemon's screen only after the attach had drawn it (the keeper
-// writes them, the daemon's screen follows): tend run -a --tty then prints
-// them from the run's log (runBytes), so that every byte is shown
-// however soon the run ends (docs/terminal.md).
-func (o *screenOut) showedNothing() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.inline && (!o.shown || o.blank) && !o.ran
 }

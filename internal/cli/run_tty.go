@@ -89,16 +89,6 @@ func (e *env) attachTerminal(ctx context.Context, c *client.Client, id string, e
 		s.out = io.Discard // early prints the bytes
 	}
 	end, err := s.connect(c, true)
-	if err == nil && !end.detached && end.signal == nil && s.draw != nil && s.draw.showedNothing() {
-		// The run's bytes are complete once its own connection has
-		// ended (ctx); they are printed then, before the exit line.
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-		}
-		early.print(e.stdout)
-		return nil
-	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		early.print(e.stdout)
