@@ -4,7 +4,10 @@
 #   tend version            beside the same hello      (target: <= 8 ms)
 #   tend screen ID          beside tmux capture-pane -p of the same program in a tmux pane
 #                                                       (target: capture-pane + 1 ms)
-# tend is built static (CGO_ENABLED=0), as shipped (README); the daemon runs 100
+# tend is built static (CGO_ENABLED=0) and installed as shipped (README,
+# docs/cli.md#two-files): the lean CLI as tend beside the whole tend as
+# tend-daemon; one more pair times the whole tend's own status (the one-file
+# build) beside the same hello world. The daemon runs 100
 # sleeps and one tty program, tmux the same program in an 80x24 pane. Wall and CPU
 # time of each exec; the results go to bench/cli/results/STAMP/ (a JSON per pair
 # with every sample, summary.txt).
@@ -25,7 +28,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-CGO_ENABLED=0 go build -o "$work/tend" ./cmd/tend
+CGO_ENABLED=0 go build -o "$work/tend" ./cmd/tend-lean
+CGO_ENABLED=0 go build -o "$work/tend-daemon" ./cmd/tend
 CGO_ENABLED=0 go build -o "$work/hello" ./bench/scale/hello
 prog='seq 1 30; exec sleep 100000'
 {
@@ -45,6 +49,7 @@ p() { python3 bench/cli/pairs.py -n "$n" --label "$1" --out "$out/$1.json" -- "$
 {
 	echo "commit $(git describe --always --dirty 2>/dev/null || echo '?'), $(go version), $(nproc) cores, n=$n pairs each"
 	p status "$work/tend" --socket "$sock" status sleeper:0 --json --vs "$work/hello"
+	p status-whole "$work/tend-daemon" --socket "$sock" status sleeper:0 --json --vs "$work/hello"
 	p version "$work/tend" version --vs "$work/hello"
 	p screen "$work/tend" --socket "$sock" screen screen:0 --vs tmux -L "$tmuxsock" capture-pane -p -t screen
 } | tee "$out/summary.txt"

@@ -28,7 +28,8 @@ import (
 func TestMain(m *testing.M) {
 	roles.Be()
 	testscript.Main(m, map[string]func(){
-		"tend":           func() { os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend":           func() { os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend-daemon":    func() { os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr)) },
 		"tend-flip":      flipMain,
 		"tend-hog":       hogMain,
 		"tend-beat":      beatMain,

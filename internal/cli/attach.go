@@ -38,6 +38,9 @@ func (e *env) attachCmd() *cobra.Command {
 			"(Ctrl-C detaches then) and needs no terminal on stdin.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			if e.parts.Screen == nil {
+				return e.delegate("attach")
+			}
 			keys, err := parseDetachKeys(detachKeys)
 			if err != nil {
 				return usageError{err}
@@ -189,7 +192,7 @@ func (s *attachSession) run() (attachEnd, error) {
 		if s.sizeFd >= 0 {
 			cols, rows, _ = term.GetSize(s.sizeFd)
 		}
-		s.draw = newScreenOut(s.out, s.inline, cols, rows)
+		s.draw = newScreenOut(s.e.parts.Screen, s.out, s.inline, cols, rows)
 		if !s.inline {
 			// The caller's alternate screen: its own screen and
 			// scrollback come back when the session ends.

@@ -78,7 +78,7 @@ func (d *fakeDaemon) ptyTend(t *testing.T, cols, rows int, args ...string) *atta
 	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		a.code <- mainWith(ctx, append([]string{"--socket", d.sock}, args...), slave, slave, &a.stderr)
+		a.code <- mainWith(ctx, parts, append([]string{"--socket", d.sock}, args...), slave, slave, &a.stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -300,7 +300,7 @@ func TestAttachReadOnly(t *testing.T) {
 	var out, errb testutil.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- mainWith(t.Context(), []string{"--socket", d.sock, "attach", "shell:0", "--read-only"}, devnull, &out, &errb)
+		code <- mainWith(t.Context(), parts, []string{"--socket", d.sock, "attach", "shell:0", "--read-only"}, devnull, &out, &errb)
 	}()
 	testutil.Eventually(t, "the screen on stdout", func() bool { return strings.Contains(out.String(), "> ") })
 	d.tt.End("shell:0", program.StateExited, program.LifecycleDone, "exited 0", "")
@@ -322,7 +322,7 @@ func TestAttachBadInput(t *testing.T) {
 	}
 	defer devnull.Close()
 	var out, errb bytes.Buffer
-	code := mainWith(t.Context(), []string{"--socket", d.sock, "attach", "planner:0"}, devnull, &out, &errb)
+	code := mainWith(t.Context(), parts, []string{"--socket", d.sock, "attach", "planner:0"}, devnull, &out, &errb)
 	r := result{code, out.String(), errb.String()}
 	r.wantErr(t, 2, "stdin is not a terminal")
 

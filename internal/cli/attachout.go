@@ -5,8 +5,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-
-	"github.com/tend-sh/tend/internal/terminal/vt"
 )
 
 // screenOut draws what an attach receives on the caller's terminal, in one
@@ -29,26 +27,26 @@ type screenOut struct {
 	mu     sync.Mutex // guards what follows: the pump writes, a SIGWINCH resizes
 	w      io.Writer
 	inline bool
-	scr    *vt.Screen
+	scr    Emulator
 	first  bool   // the next message is a connection's first: a redraw
 	shown  bool   // inline: a first redraw has been printed
 	held   []byte // the start of a CSI cut at the end of the last message
 	scroll bool   // the run turned alternate scroll (1007) on
 }
 
-func newScreenOut(w io.Writer, inline bool, cols, rows int) *screenOut {
+func newScreenOut(screen func(cols, rows int) Emulator, w io.Writer, inline bool, cols, rows int) *screenOut {
 	if cols <= 0 || rows <= 0 {
 		cols, rows = 80, 24
 	}
-	size := vt.Size{Cols: min(max(cols, minCols), maxCols), Rows: min(max(rows, minRows), maxRows)}
-	return &screenOut{w: w, inline: inline, scr: vt.NewScreen(size), first: true}
+	scr := screen(min(max(cols, minCols), maxCols), min(max(rows, minRows), maxRows))
+	return &screenOut{w: w, inline: inline, scr: scr, first: true}
 }
 
 // resize follows the caller's window, as the run's terminal does.
 func (o *screenOut) resize(cols, rows int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.scr.Resize(vt.Size{Cols: min(max(cols, minCols), maxCols), Rows: min(max(rows, minRows), maxRows)})
+	o.scr.Resize(min(max(cols, minCols), maxCols), min(max(rows, minRows), maxRows))
 }
 
 // reconnected says the next message is a new connection's redraw.
@@ -59,7 +57,7 @@ func (o *screenOut) reconnected() {
 }
 
 // The daemon's redraws (after an attach, a client that fell behind, a
-// resize, a new run) begin and end so (vt.Screen.Redraw): they are
+// resize, a new run) begin and end so (the daemon's vt.Screen.Redraw): they are
 // told apart from the run's own bytes in a message that holds both.
 var (
 	redrawStart = []byte("\x1b[?2026h\x1b[?1049l")

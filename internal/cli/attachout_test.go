@@ -20,7 +20,7 @@ func redrawOf(p string) []byte {
 // messages or beside other modes, and the screen switched to is painted.
 func TestScreenOutAlternate(t *testing.T) {
 	var w bytes.Buffer
-	o := newScreenOut(&w, false, 40, 10)
+	o := newScreenOut(parts.Screen, &w, false, 40, 10)
 	o.Write(redrawOf("shell$ "))
 	o.Write([]byte("vim\r\n\x1b[?10"))
 	o.Write([]byte("49h\x1b[Hin vim"))
@@ -54,7 +54,7 @@ func TestScreenOutAlternate(t *testing.T) {
 // bytes go through as they are.
 func TestScreenOutInline(t *testing.T) {
 	var w bytes.Buffer
-	o := newScreenOut(&w, true, 40, 10)
+	o := newScreenOut(parts.Screen, &w, true, 40, 10)
 	o.Write(append(redrawOf("hello\r\nworld\r\n\r\n$ "), "typed"...))
 	o.Write(append(append([]byte("more\r\n"), redrawOf("other")...), "after"...))
 	got := w.String()

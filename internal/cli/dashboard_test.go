@@ -169,7 +169,7 @@ func TestDashboardOpen(t *testing.T) {
 	var out, errb testutil.Buffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- Main(context.Background(), []string{"--socket", d.sock, "dashboard", "--open"}, &out, &errb)
+		exit <- Main(context.Background(), parts, []string{"--socket", d.sock, "dashboard", "--open"}, &out, &errb)
 	}()
 
 	pagePath := filepath.Join(rec, "page")

@@ -15,13 +15,11 @@ const module = "github.com/tend-sh/tend/"
 // TestDeps keeps the CLI from linking the daemon's internals (as
 // tailscale's TestDeps does): the cli package imports from tend only the
 // client, the vocabulary, human (the text forms the daemon's table shares),
-// config (to find the socket), daemon (for up), initproc (for init,
-// which is PID 1 itself) and the emulator, terminal/vt (the screen an
-// attach keeps of the run's, to draw it on the caller's alternate screen:
-// attachout.go), never the terminal package itself, which owns ptys; the
+// locate (to find the socket) and initproc (for init, which is PID 1
+// itself); the daemon and the emulator come as Parts (parts.go). The
 // client imports only the vocabulary, all the way down.
 func TestDeps(t *testing.T) {
-	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/locate", "internal/daemon", "internal/initproc", "internal/terminal/vt"}
+	allowed := []string{"internal/client", "internal/program", "internal/human", "internal/locate", "internal/initproc"}
 	for _, imp := range moduleImports(t, ".") {
 		if !slices.Contains(allowed, imp) {
 			t.Errorf("internal/cli imports %s; it may import only %v", imp, allowed)
@@ -30,12 +28,12 @@ func TestDeps(t *testing.T) {
 	if got := closure(t, "internal/client"); !slices.Equal(got, []string{"internal/program"}) {
 		t.Errorf("internal/client depends on %v; it may depend only on internal/program", got)
 	}
-	// config and daemon are each used from one small file.
+	// locate and initproc are each used from one small file.
 	pkg, err := build.ImportDir(".", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for imp, only := range map[string]string{"internal/locate": "config.go", "internal/daemon": "up.go", "internal/initproc": "init.go", "internal/terminal/vt": "attachout.go"} {
+	for imp, only := range map[string]string{"internal/locate": "config.go", "internal/initproc": "init.go"} {
 		for _, f := range pkg.GoFiles {
 			if f != only && fileImports(t, f, module+imp) {
 				t.Errorf("%s imports %s; only %s should", f, imp, only)
@@ -99,20 +97,18 @@ func fileImports(t *testing.T, file, path string) bool {
 	return false
 }
 
-// TestCLIPathDeps checks what every verb but up and init links: walking the
-// imports from this package, past daemon and initproc, reaches only the
-// client, the vocabulary, human and config of tend, and of other modules
-// only cobra, pflag, go-toml, x/sys, x/term (attach's raw mode) and
-// coder/websocket (attach's connection), and the emulator terminal/vt (the
-// screen attach keeps of the run's, attachout.go) with what it links: the
-// ansi parser and runewidth, no pty and no epoll. (The binary
-// still links the daemon for up; this keeps the rest from growing into it,
-// since every linked package's init runs on each exec.)
+// TestCLIPathDeps checks what the lean CLI (cmd/tend-lean, which imports
+// only this package) links: walking the imports from this package reaches
+// only the client, the vocabulary, human, locate, initproc and the reaper
+// of tend, and of other modules only cobra, pflag, go-toml, x/sys, x/term
+// (attach's raw mode) and coder/websocket (attach's connection): no
+// Prometheus client, no protobuf, no emulator, whose package initialisers
+// would run on every exec (docs/cli.md#two-files).
 func TestCLIPathDeps(t *testing.T) {
 	ours := map[string]bool{}
 	others := map[string]bool{}
-	var walk func(dir string, top bool)
-	walk = func(dir string, top bool) {
+	var walk func(dir string)
+	walk = func(dir string) {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -120,28 +116,26 @@ func TestCLIPathDeps(t *testing.T) {
 		for _, imp := range pkg.Imports {
 			rel, ok := strings.CutPrefix(imp, module)
 			switch {
-			case ok && top && (rel == "internal/daemon" || rel == "internal/initproc"):
 			case ok && !ours[rel]:
 				ours[rel] = true
-				walk(filepath.Join("..", "..", rel), false)
+				walk(filepath.Join("..", "..", rel))
 			case !ok && strings.Contains(strings.Split(imp, "/")[0], "."):
 				others[imp] = true
 			}
 		}
 	}
-	walk(".", true)
+	walk(".")
 	var got []string
 	for p := range ours {
 		got = append(got, p)
 	}
 	slices.Sort(got)
-	if want := []string{"internal/client", "internal/human", "internal/locate", "internal/program", "internal/terminal/vt"}; !slices.Equal(got, want) {
+	if want := []string{"internal/client", "internal/human", "internal/initproc", "internal/locate", "internal/program", "internal/reaper"}; !slices.Equal(got, want) {
 		t.Errorf("the CLI's verbs reach %v of tend; want only %v", got, want)
 	}
 	for imp := range others {
 		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/",
-			"golang.org/x/term", "github.com/coder/websocket",
-			"github.com/charmbracelet/x/ansi", "github.com/mattn/go-runewidth"},
+			"golang.org/x/term", "github.com/coder/websocket"},
 			func(p string) bool { return strings.HasPrefix(imp, p) }) {
 			t.Errorf("the CLI's verbs import %s", imp)
 		}

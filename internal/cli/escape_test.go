@@ -167,7 +167,7 @@ func logsOnTerminal(t *testing.T, d *fakeDaemon, args ...string) string {
 		read <- b
 	}()
 	var stderr strings.Builder
-	code := mainWith(context.Background(), append([]string{"--socket", d.sock}, args...), nil, slave, &stderr)
+	code := mainWith(context.Background(), parts, append([]string{"--socket", d.sock}, args...), nil, slave, &stderr)
 	slave.Close()
 	if code != 0 {
 		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())

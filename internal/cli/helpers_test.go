@@ -12,8 +12,18 @@ import (
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/client"
 	"github.com/tend-sh/tend/internal/program"
+	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
+
+// parts are the whole tend's emulator (cmd/tend); no test here starts a
+// daemon of its own through tend up.
+var parts = Parts{Screen: func(cols, rows int) Emulator { return cellScreen{vt.NewScreen(vt.Size{Cols: cols, Rows: rows})} }}
+
+// cellScreen is vt's screen resized in cells, as cmd/tend's.
+type cellScreen struct{ *vt.Screen }
+
+func (s cellScreen) Resize(cols, rows int) { s.Screen.Resize(vt.Size{Cols: cols, Rows: rows}) }
 
 // fakeDaemon is an api.Server over fake state on a real unix socket.
 type fakeDaemon struct {
@@ -81,7 +91,7 @@ func (d *fakeDaemon) tend(t *testing.T, args ...string) result {
 func run(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(t.Context(), args, &out, &errb)
+	code := Main(t.Context(), parts, args, &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -93,7 +103,7 @@ func (d *fakeDaemon) runBackground(t *testing.T, args ...string) (out *testutil.
 	out = &testutil.Buffer{}
 	var errb testutil.Buffer
 	code := make(chan int, 1)
-	go func() { code <- Main(ctx, append([]string{"--socket", d.sock}, args...), out, &errb) }()
+	go func() { code <- Main(ctx, parts, append([]string{"--socket", d.sock}, args...), out, &errb) }()
 	return out, func() int {
 		cancel()
 		c := <-code

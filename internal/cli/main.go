@@ -1,8 +1,9 @@
 // Package cli is the tend command line. Main runs one command line against
 // injected writers, so tests run the whole CLI in-process. Each verb lives in
 // its own file; every verb but up talks to a running daemon through package
-// client, and none links the daemon's internals except up, which is the
-// daemon.
+// client. None links the daemon or the terminal emulator: up and attach
+// get them as Parts from the binary's main, or hand the command line to the
+// binary that has them (parts.go).
 //
 // Exit statuses (docs/cli.md#exit-status): 0 done, 1 failed, 2 bad usage or config, 3 no such
 // program or instance, 4 no daemon reachable. An error is one line on stderr
@@ -44,6 +45,8 @@ type env struct {
 	ctx            context.Context
 	stdin          *os.File // tend attach's keyboard
 	stdout, stderr io.Writer
+	args           []string // the command line, for a verb handed to the whole tend (delegate)
+	parts          Parts
 
 	socket string   // --socket
 	config string   // -c/--config
@@ -54,16 +57,16 @@ type env struct {
 	ran bool
 }
 
-// Main runs the tend command line args (without the program name) and
-// returns the process's exit status.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return mainWith(ctx, args, os.Stdin, stdout, stderr)
+// Main runs the tend command line args (without the program name) with
+// the parts this binary links and returns the process's exit status.
+func Main(ctx context.Context, parts Parts, args []string, stdout, stderr io.Writer) int {
+	return mainWith(ctx, parts, args, os.Stdin, stdout, stderr)
 }
 
 // mainWith is Main with the standard input given (tests hand tend attach
 // a pseudo-terminal).
-func mainWith(ctx context.Context, args []string, stdin *os.File, stdout, stderr io.Writer) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+func mainWith(ctx context.Context, parts Parts, args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, args: args, parts: parts}
 	defer e.release()
 	root := e.rootCmd()
 	root.SetArgs(args)

@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tend-sh/tend/internal/program"
 )
 
 func writeFile(t *testing.T, path, text string) {
@@ -78,21 +84,30 @@ func TestSocketDiscovery(t *testing.T) {
 	run(t, "ps").wantErr(t, 4, "no tend.toml in "+bare+" or any parent, and none of --socket, -c, $TEND_SOCKET, $TEND_CONFIG given")
 }
 
-func TestUpBadConfig(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tend.toml")
-	writeFile(t, path, "[program.web]\ncommand = [\"true\"]\ninstances = -1\nbogus = 1\n")
-	r := run(t, "up", "-c", path)
-	if r.code != 2 {
-		t.Errorf("up with a bad config: exit %d, stderr %q", r.code, r.stderr)
-	}
-	// The problems are printed as they are: file:line: key: what is wrong.
-	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-		if !strings.HasPrefix(line, path+":") {
-			t.Errorf("stderr line %q is not file:line: key: message", line)
+// TestUpErrors: what the daemon's start returns is said as the CLI says
+// errors: config problems as their own lines (exit 2), a held state
+// directory as it is, anything else after "up: " (exit 1). The real
+// daemon's are in cmd/tend's badconfig script.
+func TestUpErrors(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		code   int
+		stderr string
+	}{
+		{nil, 0, ""},
+		{fmt.Errorf("%w: tend.toml:2: program.w.comand: unknown key", program.ErrBadConfig), 2, "bad config: tend.toml:2: program.w.comand: unknown key\n"},
+		{fmt.Errorf("%w for /s (pid 7)", program.ErrAlreadyRunning), 1, "tend: a tend daemon is already running for /s (pid 7)\n"},
+		{errors.New("listening: no room"), 1, "tend: up: listening: no room\n"},
+	} {
+		var got UpRequest
+		daemon := func(_ context.Context, r UpRequest) error { got = r; return c.err }
+		var out, errb bytes.Buffer
+		code := Main(t.Context(), Parts{Daemon: daemon}, []string{"up", "-c", "x.toml", "--json"}, &out, &errb)
+		if code != c.code || errb.String() != c.stderr {
+			t.Errorf("daemon returning %v: exit %d, stderr %q; want %d, %q", c.err, code, errb.String(), c.code, c.stderr)
 		}
-	}
-	if !strings.Contains(r.stderr, "bogus") {
-		t.Errorf("stderr %q does not name the unknown key", r.stderr)
+		if got.ConfigPath != "x.toml" || !got.JSON || got.Stderr != &errb || got.Version == "" {
+			t.Errorf("the daemon was asked %+v", got)
+		}
 	}
 }

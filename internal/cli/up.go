@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-sh/tend/internal/daemon"
 	"github.com/tend-sh/tend/internal/program"
 )
 
@@ -28,19 +27,16 @@ tend.toml in the current directory or a parent.`,
 					path = defaultConfig // the loader's "no such file" says it best
 				}
 			}
-			err := daemon.Run(e.ctx, daemon.Options{
-				ConfigPath: path,
-				JSON:       jsonOut,
-				Stderr:     e.stderr,
-				Format:     FormatEvent,
-				Version:    buildVersion(),
-			})
+			if e.parts.Daemon == nil {
+				return e.delegate("up")
+			}
+			err := e.parts.Daemon(e.ctx, UpRequest{ConfigPath: path, JSON: jsonOut, Stderr: e.stderr, Version: buildVersion()})
 			switch {
 			case err == nil:
 				return nil
 			case errors.Is(err, program.ErrBadConfig):
 				return configError{err.Error()}
-			case errors.Is(err, daemon.ErrAlreadyRunning):
+			case errors.Is(err, program.ErrAlreadyRunning):
 				return err
 			}
 			return fmt.Errorf("up: %w", err)

@@ -20,7 +20,7 @@ func (e *env) versionCmd() *cobra.Command {
 		Short: "print tend's version",
 		Args:  cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(e.stdout, "tend %s (%s %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(e.stdout, "tend %s (%s %s/%s)\n", e.version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		}),
 	}
@@ -36,8 +36,24 @@ func (e *env) versionCmd() *cobra.Command {
 // (docs/cli.md#what-one-exec-costs). The binary is read through
 // /proc/self/exe, the file this process runs even once another has taken
 // its path. A binary without a build ID is hashed whole.
-var buildVersion = sync.OnceValue(func() string {
-	f, err := os.Open("/proc/self/exe")
+var buildVersion = sync.OnceValue(func() string { return versionOf("/proc/self/exe") })
+
+// version is tend's version as tend version prints it: the whole tend's,
+// the one tend up runs and tend upgrade re-executes. The lean CLI has no
+// daemon of its own and names the tend-daemon beside it
+// (docs/cli.md#two-files).
+func (e *env) version() string {
+	if e.parts.Daemon == nil {
+		if p, err := wholeTend(); err == nil {
+			return versionOf(p)
+		}
+	}
+	return buildVersion()
+}
+
+// versionOf is Version with the digest of the binary at path.
+func versionOf(path string) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return Version
 	}
@@ -51,7 +67,7 @@ var buildVersion = sync.OnceValue(func() string {
 		return Version
 	}
 	return Version + "+" + hex.EncodeToString(h.Sum(nil)[:6])
-})
+}
 
 // goBuildID reads the Go build ID of the ELF binary f from its
 // .note.go.buildid (name "Go", type 4), which the linker puts in the

@@ -39,7 +39,7 @@ import (
 )
 
 // ErrAlreadyRunning is returned when another daemon holds the state dir.
-var ErrAlreadyRunning = errors.New("a tend daemon is already running")
+var ErrAlreadyRunning = program.ErrAlreadyRunning
 
 // Options configure Run.
 type Options struct {

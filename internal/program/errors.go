@@ -10,6 +10,9 @@ var (
 	ErrInvalid   = errors.New("invalid request")             // API 400, CLI exit 2
 	ErrBadConfig = errors.New("bad config")                  // API 400 on reload, CLI exit 2
 	ErrStopping  = errors.New("daemon is shutting down")     // API 503
+	// ErrAlreadyRunning: another daemon holds the state directory (tend
+	// up says so as it is, exit 1).
+	ErrAlreadyRunning = errors.New("a tend daemon is already running")
 	// ErrResources marks a spawn that failed for want of the daemon's own
 	// resources (a cgroup it could not make, descriptors, memory): the
 	// daemon_resources rule of docs/restarts.md#daemon-resources, never the program's crash.
