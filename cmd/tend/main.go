@@ -15,6 +15,7 @@ import (
 	"runtime"
 
 	"github.com/tend-sh/tend/internal/cli"
+	"github.com/tend-sh/tend/internal/client/ws"
 	"github.com/tend-sh/tend/internal/daemon"
 	"github.com/tend-sh/tend/internal/roles"
 	"github.com/tend-sh/tend/internal/terminal/vt"
@@ -29,11 +30,13 @@ func main() {
 	os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// parts are what the lean CLI leaves out: the daemon and the emulator.
+// parts are what the lean CLI leaves out: the daemon, the WebSocket of an
+// attach and the emulator.
 var parts = cli.Parts{
 	Daemon: func(ctx context.Context, r cli.UpRequest) error {
 		return daemon.Run(ctx, daemon.Options{ConfigPath: r.ConfigPath, JSON: r.JSON, Stderr: r.Stderr, Format: cli.FormatEvent, Version: r.Version})
 	},
+	Attach: ws.Attach,
 	Screen: func(cols, rows int) cli.Emulator { return cellScreen{vt.NewScreen(vt.Size{Cols: cols, Rows: rows})} },
 }
 

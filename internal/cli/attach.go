@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -38,7 +37,7 @@ func (e *env) attachCmd() *cobra.Command {
 			"(Ctrl-C detaches then) and needs no terminal on stdin.",
 		Args: cobra.ExactArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			if e.parts.Screen == nil {
+			if !e.parts.attaches() {
 				return e.delegate("attach")
 			}
 			keys, err := parseDetachKeys(detachKeys)
@@ -94,14 +93,14 @@ type attachSession struct {
 	sizeFd int        // a terminal to read the window size of; -1 for none
 	draw   *screenOut // how the run's bytes reach out, when it is a terminal
 
-	mu      sync.Mutex       // guards a
-	a       *client.Terminal // the connection now
-	closing atomic.Bool      // the session is ending: a connection closed is no break
-	noticed time.Time        // when the pump last said it waits for the daemon; the pump's
+	mu      sync.Mutex      // guards a
+	a       client.Terminal // the connection now
+	closing atomic.Bool     // the session is ending: a connection closed is no break
+	noticed time.Time       // when the pump last said it waits for the daemon; the pump's
 }
 
 // conn is the connection now.
-func (s *attachSession) conn() *client.Terminal {
+func (s *attachSession) conn() client.Terminal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.a
@@ -139,9 +138,9 @@ func (s *attachSession) connect(c *client.Client, starting bool) (attachEnd, err
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	for {
-		a, err := c.AttachTerminal(ctx, s.id, s.readOnly)
+		a, err := s.e.parts.Attach(ctx, c, s.id, s.readOnly)
 		var apiErr *client.APIError
-		if starting && errors.As(err, &apiErr) && (apiErr.Status == http.StatusConflict || apiErr.Status == http.StatusNotFound) && ctx.Err() == nil {
+		if starting && errors.As(err, &apiErr) && (apiErr.Status == 409 || apiErr.Status == 404) && ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(10 * time.Millisecond):
@@ -376,7 +375,7 @@ func (s *attachSession) reconnect(ctx context.Context, why error, again bool) er
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		a, err := s.c.AttachTerminal(wctx, s.id, s.readOnly)
+		a, err := s.e.parts.Attach(wctx, s.c, s.id, s.readOnly)
 		var apiErr *client.APIError
 		switch {
 		case err == nil:

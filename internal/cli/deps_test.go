@@ -4,6 +4,7 @@ import (
 	"go/build"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,10 +101,11 @@ func fileImports(t *testing.T, file, path string) bool {
 // TestCLIPathDeps checks what the lean CLI (cmd/tend-lean, which imports
 // only this package) links: walking the imports from this package reaches
 // only the client, the vocabulary, human, locate, initproc and the reaper
-// of tend, and of other modules only cobra, pflag, go-toml, x/sys, x/term
-// (attach's raw mode) and coder/websocket (attach's connection): no
-// Prometheus client, no protobuf, no emulator, whose package initialisers
-// would run on every exec (docs/cli.md#two-files).
+// of tend, and of other modules only cobra, pflag, go-toml, x/sys and
+// x/term (attach's raw mode); and the lean binary links neither net/http
+// nor crypto/tls: no Prometheus client, no protobuf, no emulator, no
+// WebSocket, whose package initialisers would run on every exec
+// (docs/cli.md#two-files).
 func TestCLIPathDeps(t *testing.T) {
 	ours := map[string]bool{}
 	others := map[string]bool{}
@@ -135,9 +137,18 @@ func TestCLIPathDeps(t *testing.T) {
 	}
 	for imp := range others {
 		if !slices.ContainsFunc([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/pelletier/go-toml/v2", "golang.org/x/sys/",
-			"golang.org/x/term", "github.com/coder/websocket"},
+			"golang.org/x/term"},
 			func(p string) bool { return strings.HasPrefix(imp, p) }) {
 			t.Errorf("the CLI's verbs import %s", imp)
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/tend-lean").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/tend-lean: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "net/http" || p == "crypto/tls" || strings.HasPrefix(p, module+"internal/terminal") {
+			t.Errorf("the lean CLI links %s", p)
 		}
 	}
 }

@@ -11,14 +11,18 @@ import (
 	"github.com/tend-sh/tend/internal/api"
 	"github.com/tend-sh/tend/internal/api/apitest"
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/client/ws"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/terminal/vt"
 	"github.com/tend-sh/tend/internal/testutil"
 )
 
-// parts are the whole tend's emulator (cmd/tend); no test here starts a
+// parts are the whole tend's attach (cmd/tend); no test here starts a
 // daemon of its own through tend up.
-var parts = Parts{Screen: func(cols, rows int) Emulator { return cellScreen{vt.NewScreen(vt.Size{Cols: cols, Rows: rows})} }}
+var parts = Parts{
+	Attach: ws.Attach,
+	Screen: func(cols, rows int) Emulator { return cellScreen{vt.NewScreen(vt.Size{Cols: cols, Rows: rows})} },
+}
 
 // cellScreen is vt's screen resized in cells, as cmd/tend's.
 type cellScreen struct{ *vt.Screen }

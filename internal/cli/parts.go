@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-sh/tend/internal/client"
 )
 
 // Parts are what a verb needs beyond the client and that only the whole
-// tend links: the daemon (tend up) and the terminal emulator an attach
-// draws through (tend attach, tend run -a --tty). The whole tend
-// (cmd/tend) passes both. The lean CLI (cmd/tend-lean, installed as
+// tend links: the daemon (tend up), and for tend attach and tend run -a
+// --tty the WebSocket to the run's terminal (net/http) and the terminal
+// emulator they draw through. The whole tend (cmd/tend) passes them all. The lean CLI (cmd/tend-lean, installed as
 // tend beside the whole one installed as tend-daemon) passes neither:
 // linking them costs every verb about two milliseconds at start, the
 // daemon's package initialisers included (docs/cli.md#two-files); a verb
@@ -25,10 +27,15 @@ type Parts struct {
 	// Daemon runs tend up in this process until ctx ends or the daemon
 	// stops.
 	Daemon func(ctx context.Context, r UpRequest) error
+	// Attach connects through c to the terminal of instance id.
+	Attach func(ctx context.Context, c *client.Client, id string, readOnly bool) (client.Terminal, error)
 	// Screen makes the emulator that follows a run's screen on the
 	// caller's side of an attach, sized in cells.
 	Screen func(cols, rows int) Emulator
 }
+
+// attaches says whether the parts hold what an attach needs.
+func (p Parts) attaches() bool { return p.Attach != nil && p.Screen != nil }
 
 // UpRequest is what tend up hands the daemon.
 type UpRequest struct {

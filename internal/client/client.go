@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,7 +39,7 @@ func (e *APIError) Error() string {
 	if e.Message != "" {
 		return e.Message
 	}
-	return fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status))
+	return fmt.Sprintf("the daemon answered status %d", e.Status)
 }
 
 // Client talks to one daemon. It is safe for concurrent use: it holds no
@@ -131,12 +130,12 @@ func (c *Client) ListJSON(agentsOnly bool) ([]byte, error) {
 
 // raw GETs path and returns the answer's body as is.
 func (c *Client) raw(path string, q url.Values) ([]byte, error) {
-	resp, err := c.do(context.Background(), "GET", path, q, nil, nil)
+	resp, err := c.do(context.Background(), "GET", path, q, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	defer resp.body.Close()
+	b, err := io.ReadAll(resp.body)
 	if err != nil {
 		return nil, fmt.Errorf("reading GET %s answer: %w", path, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -42,7 +41,7 @@ func (c *Client) DashboardLogin() (DashboardLogin, error) {
 	}
 	err := c.call(context.Background(), "POST", "/v1/dashboard/login", nil, nil, &out)
 	var apiErr *APIError
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+	if errors.As(err, &apiErr) && apiErr.Status == 404 {
 		return DashboardLogin{}, fmt.Errorf(`%w: set [daemon] http = "127.0.0.1:7070" in its config and restart it, `+
 			`or reach the dashboard through the socket: ssh -L 7070:%s HOST, then open http://localhost:7070/`, ErrNoDashboard, c.socket)
 	}

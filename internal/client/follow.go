@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -93,17 +92,13 @@ func (c *Client) stream(ctx context.Context, since uint64, f EventFilter, connec
 	q := url.Values{}
 	f.query(q)
 	// Last-Event-ID is how an SSE reader resumes; the API prefers it to since=.
-	h := http.Header{
-		"Accept":        {"text/event-stream"},
-		"Last-Event-Id": {strconv.FormatUint(since, 10)},
-	}
-	resp, err := c.do(ctx, "GET", "/v1/events", q, nil, h)
+	resp, err := c.do(ctx, "GET", "/v1/events", q, nil, header{"Accept", "text/event-stream"}, header{"Last-Event-ID", strconv.FormatUint(since, 10)})
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer resp.body.Close()
 	*connected = true
-	return readSSE(resp.Body, func(kind, data string) error {
+	return readSSE(resp.body, func(kind, data string) error {
 		if kind == "cutoff" {
 			return errCutOff
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -47,9 +46,9 @@ func (c *Client) Logs(ctx context.Context, sel string, o LogOptions, w io.Writer
 	if len(o.Labels) > 0 {
 		q["label"] = o.Labels.Strings()
 	}
-	var h http.Header
+	var h []header
 	if o.JSON {
-		h = http.Header{"Accept": {"application/json"}}
+		h = []header{{"Accept", "application/json"}}
 	}
 	backoff := followBackoffMin
 	for {
@@ -88,14 +87,14 @@ const logMarkTrailer = "Tend-Log-Mark"
 // logsOnce is one request of Logs: it copies the answer to w and returns
 // the mark to resume from, if the daemon ended it for an upgrade, and
 // whether the daemon answered the request (with lines, not an error).
-func (c *Client) logsOnce(ctx context.Context, sel string, q url.Values, h http.Header, w io.Writer) (mark string, answered bool, err error) {
-	resp, err := c.do(ctx, "GET", "/v1/logs/"+url.PathEscape(sel), q, nil, h)
+func (c *Client) logsOnce(ctx context.Context, sel string, q url.Values, h []header, w io.Writer) (mark string, answered bool, err error) {
+	resp, err := c.do(ctx, "GET", "/v1/logs/"+url.PathEscape(sel), q, nil, h...)
 	if err != nil {
 		return "", false, err
 	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	defer resp.body.Close()
+	if _, err := io.Copy(w, resp.body); err != nil {
 		return "", true, err
 	}
-	return resp.Trailer.Get(logMarkTrailer), true, nil
+	return resp.body.trailer.Get(logMarkTrailer), true, nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/tend-sh/tend/internal/program"
 )
@@ -27,12 +26,12 @@ func (c *Client) Prompt(id, text string) (string, error) {
 // leaves the turn running (cancel it with Cancel).
 func (c *Client) PromptWait(ctx context.Context, id, text string, started func(promptID string), update func(program.TurnUpdate)) (string, error) {
 	b, _ := json.Marshal(map[string]string{"text": text})
-	resp, err := c.do(ctx, "POST", "/v1/programs/"+url.PathEscape(id)+"/prompt", url.Values{"wait": {"1"}}, strings.NewReader(string(b)), nil)
+	resp, err := c.do(ctx, "POST", "/v1/programs/"+url.PathEscape(id)+"/prompt", url.Values{"wait": {"1"}}, b)
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	defer resp.body.Close()
+	sc := bufio.NewScanner(resp.body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	event := ""
 	for sc.Scan() {

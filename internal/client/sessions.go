@@ -2,7 +2,6 @@ package client
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,12 +146,12 @@ func (c *Client) attach(ctx context.Context, body map[string]any, q url.Values, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.do(ctx, "POST", "/v1/programs", q, bytes.NewReader(b), nil)
+	resp, err := c.do(ctx, "POST", "/v1/programs", q, b)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	defer resp.body.Close()
+	sc := bufio.NewScanner(resp.body)
 	sc.Buffer(make([]byte, 64<<10), maxAttachLine)
 	first := true
 	for sc.Scan() {

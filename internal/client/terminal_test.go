@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-sh/tend/internal/client"
+	"github.com/tend-sh/tend/internal/client/ws"
 	"github.com/tend-sh/tend/internal/program"
 	"github.com/tend-sh/tend/internal/testutil"
 )
@@ -39,13 +40,13 @@ func TestScreenAndInput(t *testing.T) {
 	}
 }
 
-func TestAttachTerminal(t *testing.T) {
+func TestAttach(t *testing.T) {
 	d := startDaemon(t)
 	d.tt.AddTTY("planner:0", 40, 10)
 	c := client.New(d.path)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a, err := c.AttachTerminal(ctx, "planner:0", false)
+	a, err := ws.Attach(ctx, c, "planner:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,24 +91,24 @@ func TestAttachTerminal(t *testing.T) {
 	a.Close()
 }
 
-func TestAttachTerminalRefused(t *testing.T) {
+func TestAttachRefused(t *testing.T) {
 	d := startDaemon(t)
 	d.tt.AddTTY("planner:0", 40, 10)
 	c := client.New(d.path)
 	ctx := context.Background()
 	var apiErr *client.APIError
-	if _, err := c.AttachTerminal(ctx, "web:0", false); !errors.As(err, &apiErr) || apiErr.Status != 409 || !strings.Contains(apiErr.Message, "tty = false") {
+	if _, err := ws.Attach(ctx, c, "web:0", false); !errors.As(err, &apiErr) || apiErr.Status != 409 || !strings.Contains(apiErr.Message, "tty = false") {
 		t.Errorf("Attach(web:0): %v", err)
 	}
-	if _, err := c.AttachTerminal(ctx, "nosuch:0", false); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+	if _, err := ws.Attach(ctx, c, "nosuch:0", false); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Errorf("Attach(nosuch:0): %v", err)
 	}
-	if _, err := client.New(socketPath(t)).AttachTerminal(ctx, "planner:0", false); !errors.Is(err, client.ErrNoDaemon) {
+	if _, err := ws.Attach(ctx, client.New(socketPath(t)), "planner:0", false); !errors.Is(err, client.ErrNoDaemon) {
 		t.Errorf("Attach with no daemon: %v", err)
 	}
 
 	// The daemon going away ends an attach with ErrDaemonGone.
-	a, err := c.AttachTerminal(ctx, "planner:0", true)
+	a, err := ws.Attach(ctx, c, "planner:0", true)
 	if err != nil {
 		t.Fatal(err)
 	}
