@@ -39,7 +39,8 @@ export PEERS_SLEEPER="$bins/sleeper"
 export PEERS_FLOOR_BIN="$bins/peersfloor"
 # tend: build the binary once for every script (unless TEND_BIN is given)
 if [[ ",$TOOLS,$SCALE_TOOLS,$SCALE10K_TOOLS," == *,tend* ]] && [ -z "${TEND_BIN:-}" ]; then
-  (cd ../.. && CGO_ENABLED=0 go build -o "$bins/tend" ./cmd/tend)  # static, as shipped (README)
+  # static and two files, as shipped (README, docs/cli.md#two-files)
+  (cd ../.. && CGO_ENABLED=0 go build -o "$bins/tend" ./cmd/tend-lean && CGO_ENABLED=0 go build -o "$bins/tend-daemon" ./cmd/tend)
   export TEND_BIN="$bins/tend"
   export TEND_REV="$(git -C ../.. describe --always --dirty 2>/dev/null || echo '?')"
 fi

@@ -77,7 +77,7 @@ func TestCompleteIDs(t *testing.T) {
 // ./cmd/tend` after changing a verb.
 func TestManPagesUpToDate(t *testing.T) {
 	dir := filepath.Join("..", "..", "docs", "man")
-	pages := manPages((&env{ctx: t.Context(), stdout: os.Stdout, stderr: os.Stderr}).rootCmd())
+	pages := manPages((&env{ctx: t.Context(), stdout: os.Stdout, stderr: os.Stderr}).rootCmd(""))
 	names, _ := filepath.Glob(filepath.Join(dir, "tend*.1"))
 	if len(names) != len(pages) {
 		t.Errorf("docs/man has %d pages, the tree makes %d: run go generate ./cmd/tend", len(names), len(pages))

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -68,7 +69,7 @@ func Main(ctx context.Context, parts Parts, args []string, stdout, stderr io.Wri
 func mainWith(ctx context.Context, parts Parts, args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, args: args, parts: parts}
 	defer e.release()
-	root := e.rootCmd()
+	root := e.rootCmd(soleVerb(args))
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	if err == nil {
@@ -77,7 +78,12 @@ func mainWith(ctx context.Context, parts Parts, args []string, stdin *os.File, s
 	return e.report(cmd, err)
 }
 
-func (e *env) rootCmd() *cobra.Command {
+// rootCmd builds the command tree: with only, the root and that one verb,
+// which is all a command line naming it needs (help, errors and flags
+// read the same); else every verb, with completions. Building the 31
+// verbs with their flags is about 0.2 ms of each exec
+// (docs/cli.md#what-one-exec-costs).
+func (e *env) rootCmd(only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tend",
 		Short: "tend supervises fleets of AI agents and job workers",
@@ -103,18 +109,56 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 	pf := root.PersistentFlags()
 	pf.StringVarP(&e.config, "config", "c", "", "the config `FILE` (TOML or Procfile); the daemon's socket is in its state_dir")
 	pf.StringVar(&e.socket, "socket", "", "the daemon's socket `PATH` (default: from -c, $TEND_SOCKET, $TEND_CONFIG or the nearest tend.toml)")
-	root.AddCommand(
-		e.upCmd(), e.psCmd(), e.statusCmd(),
-		e.startCmd(), e.stopCmd(), e.restartCmd(),
-		e.addCmd(), e.runCmd(), e.rmCmd(), e.logsCmd(), e.eventsCmd(),
-		e.reloadCmd(), e.upgradeCmd(), e.downCmd(), e.dashboardCmd(), e.versionCmd(),
-		e.waitCmd(), e.doctorCmd(), e.initCmd(), e.scaleCmd(),
-		e.screenCmd(), e.sendCmd(), e.attachCmd(), e.notifyCmd(),
-		e.promptCmd(), e.cancelCmd(), e.approveCmd(), e.denyCmd(),
-		e.completionCmd(), e.manCmd(), e.cgroupHoldCmd(),
-	)
+	verbs := e.verbs()
+	// completion and man read the whole tree.
+	if i := slices.IndexFunc(verbs, func(v verb) bool { return v.name == only }); i >= 0 && only != "completion" && only != "man" {
+		root.AddCommand(verbs[i].make())
+		return root
+	}
+	for _, v := range verbs {
+		root.AddCommand(v.make())
+	}
 	e.addCompletions(root)
 	return root
+}
+
+// verb is a verb's name and what builds its command.
+type verb struct {
+	name string
+	make func() *cobra.Command
+}
+
+// verbs are every verb, in the order tend --help lists them.
+func (e *env) verbs() []verb {
+	return []verb{
+		{"up", e.upCmd}, {"ps", e.psCmd}, {"status", e.statusCmd},
+		{"start", e.startCmd}, {"stop", e.stopCmd}, {"restart", e.restartCmd},
+		{"add", e.addCmd}, {"run", e.runCmd}, {"rm", e.rmCmd}, {"logs", e.logsCmd}, {"events", e.eventsCmd},
+		{"reload", e.reloadCmd}, {"upgrade", e.upgradeCmd}, {"down", e.downCmd}, {"dashboard", e.dashboardCmd}, {"version", e.versionCmd},
+		{"wait", e.waitCmd}, {"doctor", e.doctorCmd}, {"init", e.initCmd}, {"scale", e.scaleCmd},
+		{"screen", e.screenCmd}, {"send", e.sendCmd}, {"attach", e.attachCmd}, {"notify", e.notifyCmd},
+		{"prompt", e.promptCmd}, {"cancel", e.cancelCmd}, {"approve", e.approveCmd}, {"deny", e.denyCmd},
+		{"completion", e.completionCmd}, {"man", e.manCmd}, {"cgroup-hold", e.cgroupHoldCmd},
+	}
+}
+
+// soleVerb is the verb a command line names, when it names one before
+// anything but the global flags; "" when it names none, asks for help or
+// completion, or puts another flag first: those need the whole tree.
+func soleVerb(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-c" || a == "--config" || a == "--socket":
+			i++ // the flag's value
+		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--socket=") || (strings.HasPrefix(a, "-c") && len(a) > 2 && a[2] != '-'):
+		case strings.HasPrefix(a, "-") || a == "help" || strings.HasPrefix(a, "__"):
+			return "" // --help, completion, a flag of no verb
+		default:
+			return a
+		}
+	}
+	return ""
 }
 
 // run wraps a verb's code, marking that the command line was accepted.

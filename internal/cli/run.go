@@ -49,7 +49,7 @@ func (e *env) runCmd() *cobra.Command {
 			"  tend run --rm --protocol acp -l task=T -- gemini --experimental-acp",
 		Args: cobra.MinimumNArgs(1),
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
-			if f.tty && f.attach && e.parts.Screen == nil {
+			if f.tty && f.attach && !e.parts.attaches() {
 				return e.delegate("run --tty -a")
 			}
 			body, err := f.body(cmd, args)

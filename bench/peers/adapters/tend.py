@@ -13,9 +13,11 @@ tracked by process group); "tend-maxrss" adds `max_rss = "1GiB"` in
 [defaults], which makes every instance sample its process tree's RSS once a
 second (`sleep` never comes near 1 GiB).
 
-Binary: $TEND_BIN, else built once per benchmark process with
-`CGO_ENABLED=0 go build -o /tmp/peers-tend-bin-XXXX/tend ./cmd/tend` from the module root
-two directories up (removed at exit).
+Binary: $TEND_BIN, else built once per benchmark process as shipped (README,
+docs/cli.md#two-files): `CGO_ENABLED=0 go build` of ./cmd/tend-lean as
+/tmp/peers-tend-bin-XXXX/tend and of ./cmd/tend beside it as tend-daemon (which
+`tend up` runs in its place), from the module root two directories up (removed
+at exit).
 
 start()          `tend up -c FILE` in the foreground (its own session)
 roots()          the daemon's pid (tend is one process; programs are its children)
@@ -61,10 +63,11 @@ def tend_bin():
     atexit.register(shutil.rmtree, d, True)
     out = os.path.join(d, "tend")
     # Static, as shipped (README): cgo costs every exec about 1 ms.
-    r = H.run(["env", "CGO_ENABLED=0", "go", "build", "-o", out, "./cmd/tend"], timeout=600, cwd=MODULE_ROOT)
-    if r.returncode != 0:
-        _BUILT["err"] = "go build failed: " + r.stderr.strip()[-500:]
-        return None, _BUILT["err"]
+    for name, pkg in (("tend", "./cmd/tend-lean"), ("tend-daemon", "./cmd/tend")):
+        r = H.run(["env", "CGO_ENABLED=0", "go", "build", "-o", os.path.join(d, name), pkg], timeout=600, cwd=MODULE_ROOT)
+        if r.returncode != 0:
+            _BUILT["err"] = "go build %s failed: %s" % (pkg, r.stderr.strip()[-500:])
+            return None, _BUILT["err"]
     _BUILT["bin"] = out
     _BUILT["rev"] = _git_rev()
     return out, ""
