@@ -20,15 +20,15 @@ tend down. The config file is -c FILE, else $TEND_CONFIG, else the nearest
 tend.toml in the current directory or a parent.`,
 		Args: cobra.NoArgs,
 		RunE: e.run(func(cmd *cobra.Command, args []string) error {
+			if e.parts.Daemon == nil {
+				return e.delegate("up")
+			}
 			path := e.config
 			if path == "" {
 				var err error
 				if path, err = findConfig(); err != nil {
 					path = defaultConfig // the loader's "no such file" says it best
 				}
-			}
-			if e.parts.Daemon == nil {
-				return e.delegate("up")
 			}
 			err := e.parts.Daemon(e.ctx, UpRequest{ConfigPath: path, JSON: jsonOut, Stderr: e.stderr, Version: buildVersion()})
 			switch {

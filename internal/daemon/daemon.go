@@ -63,6 +63,7 @@ const (
 func Run(ctx context.Context, opts Options) error {
 	up, herr := takeHandover() // first: a run must never find the handover's variable
 	prepareProcess(opts)
+	startedAs() // while the working directory is the one tend up was started in
 	if herr != nil {
 		return herr
 	}

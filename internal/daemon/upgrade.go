@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -95,7 +97,7 @@ func (d *daemon) upgrade(ctx context.Context, handoff api.Handoff) error {
 	if err := d.stopping(); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	exe, err := startedAs()
 	if err != nil {
 		return fmt.Errorf("upgrade: cannot find the daemon's binary: %w", err)
 	}
@@ -239,6 +241,28 @@ func (d *daemon) ownFDs() (map[string]int, error) {
 // signals stay pending across execve) rather than kill the daemon. If the
 // exec fails the mask and the descriptor limit (syscall.Exec puts back
 // the one Go started with) are restored.
+// startedAs is the path of the daemon's binary as it was started, which an
+// upgrade re-executes (the file now at its path, docs/cli.md): argv[0]
+// when it is a path to this very binary, so that a symlink an installer
+// points elsewhere is followed anew (tend-daemon reached through one, as
+// the lean tend execs it: docs/cli.md#two-files); else the file the
+// kernel ran. Run reads it first, before anything could change the
+// working directory a relative argv[0] is read against.
+var startedAs = sync.OnceValues(func() (string, error) { return binaryPath(os.Args[0]) })
+
+// binaryPath is startedAs for a process started as argv0.
+func binaryPath(argv0 string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		abs, err := filepath.Abs(argv0)
+		fa, aerr := os.Stat(abs)
+		fe, eerr := os.Stat("/proc/self/exe")
+		if err == nil && aerr == nil && eerr == nil && os.SameFile(fa, fe) {
+			return abs, nil
+		}
+	}
+	return os.Executable()
+}
+
 func execSelf(exe string, env []string) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
