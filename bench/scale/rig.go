@@ -53,7 +53,7 @@ func build(ctx context.Context, dir string, progress io.Writer) (binaries, error
 	if err := goBuild(ctx, root, b.hello, "./bench/scale/hello"); err != nil {
 		return b, err
 	}
-	werr := goBuild(ctx, root, b.tend, "./cmd/tend")
+	werr := buildTend(ctx, root, b.tend)
 	if werr == nil {
 		return b, nil
 	}
@@ -69,7 +69,7 @@ func build(ctx context.Context, dir string, progress io.Writer) (binaries, error
 	if err := command(ctx, src, "tar", "-xf", tar); err != nil {
 		return b, err
 	}
-	if err := goBuild(ctx, src, b.tend, "./cmd/tend"); err != nil {
+	if err := buildTend(ctx, src, b.tend); err != nil {
 		return b, fmt.Errorf("HEAD does not build either: %w", err)
 	}
 	b.src.BuiltFrom = "HEAD (the working tree did not build)"
@@ -92,6 +92,15 @@ func moduleRoot(ctx context.Context) (string, error) {
 }
 
 // goBuild builds static binaries (CGO_ENABLED=0), as tend is shipped.
+// buildTend builds tend as shipped (docs/cli.md#two-files): the lean CLI
+// at out, the whole tend beside it as tend-daemon, which tend up runs.
+func buildTend(ctx context.Context, dir, out string) error {
+	if err := goBuild(ctx, dir, out, "./cmd/tend-lean"); err != nil {
+		return err
+	}
+	return goBuild(ctx, dir, filepath.Join(filepath.Dir(out), "tend-daemon"), "./cmd/tend")
+}
+
 func goBuild(ctx context.Context, dir, out, pkg string) error {
 	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, pkg)
 	cmd.Dir, cmd.Env = dir, measure.StaticEnv()
