@@ -1,4 +1,4 @@
-# tend as a container's entrypoint: a static binary, no libc needed.
+# tend as a container's entrypoint: static binaries, no libc needed.
 #   docker build -t tend .
 #   docker run --rm -v $PWD/deploy/docker:/etc/tend tend
 # deploy/docker/tend.toml sets forward_output = true, so `docker logs` shows
