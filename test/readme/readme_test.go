@@ -35,8 +35,8 @@ type special struct {
 }
 
 var specials = []special{
-	{"Try it", regexp.MustCompile(`^CGO_ENABLED=0 go build -o tend \./cmd/tend$`),
-		"the setup builds tend where the snippets expect it (../tend from examples/)",
+	{"Try it", regexp.MustCompile(`^CGO_ENABLED=0 go build -o tend \./cmd/tend-lean && CGO_ENABLED=0 go build -o tend-daemon \./cmd/tend$`),
+		"the setup builds tend and tend-daemon where the snippets expect them (../tend from examples/)",
 		func(*testing.T, *shell, string) {}},
 	{"Try it", regexp.MustCompile(`^cd examples$`),
 		"the shell starts in the copy's examples/ (the setup's copy of the demo)",
@@ -346,10 +346,14 @@ func startDemo(t *testing.T, root string) *demo {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", d.bin, "./cmd/tend")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0") // as the README builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/tend: %v\n%s", err, out)
+	// As the README builds them: the lean CLI as tend, the whole tend
+	// beside it as tend-daemon, which tend up runs (docs/cli.md#two-files).
+	for out, pkg := range map[string]string{d.bin: "./cmd/tend-lean", filepath.Join(dir, "tend-daemon"): "./cmd/tend"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
 	}
 
 	logPath := filepath.Join(dir, "up.log")
