@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/tend-sh/tend/internal/limits"
 	"github.com/tend-sh/tend/internal/program"
@@ -72,6 +73,11 @@ func prepareProcess(opts Options) {
 	if err := limits.CloseOnExecInherited(); err != nil && opts.Stderr != nil {
 		fmt.Fprintf(opts.Stderr, "tend: %v\n", err)
 	}
+	// GOMAXPROCS set once: Go's runtime otherwise reads the CPU affinity
+	// and the cgroup's CPU limit every second to follow them, which wakes
+	// an idle daemon 60 times a minute for a figure a supervisor's few
+	// goroutines do not need to follow (docs/daemon.md#what-wakes-an-idle-daemon).
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 }
 
 // raiseLimits makes room for the fleet's descriptors before anything is

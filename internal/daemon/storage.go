@@ -18,8 +18,9 @@ import (
 // again. The writers (statedir.Table, WriteFileAtomic, the audit log)
 // report to the directory's statedir.Health; watchStorage reads it.
 
-// storageLook is how often the watcher looks at the health; storageRepeat
-// how often a failure that lasts is said again.
+// storageLook is how often the watcher looks at the health while a file
+// fails (else it waits for the health to change); storageRepeat how often
+// a failure that lasts is said again.
 const (
 	storageLook   = time.Second
 	storageRepeat = time.Minute
@@ -27,15 +28,15 @@ const (
 
 // watchStorage runs until stop is closed.
 func (d *daemon) watchStorage(stop <-chan struct{}) {
-	t := time.NewTicker(storageLook)
-	defer t.Stop()
+	h := d.state.Root.Health()
 	said := map[string]struct { // by file: the cause last said, and when
 		why string
 		at  time.Time
 	}{}
 	for {
 		now := time.Now()
-		for _, f := range d.state.Root.Health().Failing() {
+		failing := h.Failing()
+		for _, f := range failing {
 			why := f.Cause
 			s, ok := said[f.File]
 			if ok && s.why == why && now.Sub(s.at) < storageRepeat {
@@ -51,7 +52,7 @@ func (d *daemon) watchStorage(stop <-chan struct{}) {
 				at  time.Time
 			}{why, now}
 		}
-		for _, f := range d.state.Root.Health().Healed() {
+		for _, f := range h.Healed() {
 			if _, ok := said[f.File]; ok { // a failure over before it was looked at is not said twice
 				d.note("%s in the state directory can be written again, after %d failed writes since %s", f.File, f.Errors, f.Since.UTC().Format(time.RFC3339))
 				delete(said, f.File)
@@ -64,8 +65,13 @@ func (d *daemon) watchStorage(stop <-chan struct{}) {
 				Phase: program.PhaseDegradedStorage, File: f.File, Errors: f.Errors, Since: &since, Error: f.Err.Error(),
 			}})
 		}
+		var again <-chan time.Time // while a file fails: to say it again in time
+		if len(failing) > 0 {
+			again = time.After(storageLook)
+		}
 		select {
-		case <-t.C:
+		case <-h.Changed():
+		case <-again:
 		case <-stop:
 			return
 		}

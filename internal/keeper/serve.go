@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 func MaybeServe() {
 	if len(os.Args) > 0 && os.Args[0] == Arg0 && os.Getenv(Marker) != "" {
 		closeInherited(ListenFD, DirFD)
+		// Set once, so the runtime stops looking at the CPU limit every
+		// second: an idle keeper is not woken (docs/daemon.md#what-wakes-an-idle-daemon).
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 		os.Exit(serve(ListenFD, DirFD, firstGrace))
 	}
 }

@@ -20,6 +20,8 @@ type Health struct {
 	failing map[string]*Failure
 	errors  map[string]uint64 // write errors so far, by file
 	healed  []Failure         // failures that ended, not yet taken by Healed
+
+	changed chan struct{} // holds a value once the failing files change (Changed)
 }
 
 // Failure is one file that could not be written: since when, the last
@@ -40,7 +42,25 @@ func NoSpace(err error) bool {
 }
 
 func newHealth() *Health {
-	return &Health{failing: map[string]*Failure{}, errors: map[string]uint64{}}
+	return &Health{failing: map[string]*Failure{}, errors: map[string]uint64{}, changed: make(chan struct{}, 1)}
+}
+
+// Changed gets a value when the failing files change: one starts or stops
+// failing, or fails for another cause. The daemon's watcher waits on it
+// instead of looking every second, so an idle daemon is not woken for it.
+func (h *Health) Changed() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.changed
+}
+
+// change wakes a waiter on Changed (one value stands for any number).
+func (h *Health) change() {
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Failed reports that a write of file failed with err.
@@ -56,7 +76,11 @@ func (h *Health) Failed(file string, err error) {
 		f = &Failure{File: file, Since: time.Now()}
 		h.failing[file] = f
 	}
-	f.Err, f.Cause = err, cause(err).Error()
+	if why := cause(err).Error(); !ok || why != f.Cause {
+		f.Cause = why
+		h.change()
+	}
+	f.Err = err
 	f.Errors++
 }
 
@@ -71,6 +95,7 @@ func (h *Health) Wrote(file string) {
 		delete(h.failing, file)
 		f.Ended = time.Now()
 		h.healed = append(h.healed, *f)
+		h.change()
 	}
 }
 
