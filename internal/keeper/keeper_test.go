@@ -218,7 +218,7 @@ func TestKeeperReadsIntoTheLog(t *testing.T) {
 // nothing.
 func TestKeeperDropWritesTheRest(t *testing.T) {
 	kp, _, c, done, sd, _ := startKeeperIn(t)
-	m, r, _ := startInTTY(t, `echo before; read x; echo "after $x"; sleep 1000`)
+	m, r, _ := startInTTY(t, `echo before; read x; echo "after $x"; exec sleep 1000`)
 	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,10 @@ func TestKeeperDropWritesTheRest(t *testing.T) {
 // ends, without any daemon.
 func TestKeeperOutlivesQuitWhileHolding(t *testing.T) {
 	kp, sock, c, done := startKeeper(t)
-	m, r, _ := startInTTY(t, "sleep 1000")
+	// exec: the run is the sleep itself, so killing it ends the terminal's
+	// last holder even where SIGHUP is ignored (nohup), which would keep a
+	// child of sh alive past the session leader's end.
+	m, r, _ := startInTTY(t, "exec sleep 1000")
 	if err := c.Keep(r, testLog, int(m.Fd())); err != nil {
 		t.Fatal(err)
 	}
