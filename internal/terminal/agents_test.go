@@ -2,7 +2,10 @@ package terminal
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,10 +79,12 @@ func checkAgent(t *testing.T, size vt.Size, argv []string, live bool, tail strin
 		return append(e, "HOME="+home, "HTTPS_PROXY="+agentProxy, "https_proxy="+agentProxy,
 			"HTTP_PROXY="+agentProxy, "http_proxy="+agentProxy, "ALL_PROXY="+agentProxy, "NO_PROXY=", "no_proxy=")
 	}
-	r := startRunIn(t, size, env(t.TempDir()), dir, argv...)
+	ours, theirs := t.TempDir(), t.TempDir()
+	killLeftBehind(t, ours, theirs)
+	r := startRunIn(t, size, env(ours), dir, argv...)
 	if live {
 		var line []string
-		for _, kv := range env(t.TempDir()) {
+		for _, kv := range env(theirs) {
 			line = append(line, shellQuote(kv))
 		}
 		for _, a := range argv {
@@ -158,4 +163,29 @@ func TestClaudeCodeMatchesTmux(t *testing.T) {
 	// Offline it says it cannot reach its API ("ECONNREFUSED", through
 	// agentProxy) and exits; the pane stays.
 	checkAgent(t, vt.Size{Cols: 80, Rows: 24}, argv, true, "exec sleep 3600", contains("supported-countries"), nil)
+}
+
+// killLeftBehind ends, once the test is over, whatever still runs from one
+// of the agents' HOMEs: Codex starts an app-server daemon of its own from
+// ~/.codex that outlives the CLI. Only a process our agent started runs
+// from there.
+func killLeftBehind(t *testing.T, homes ...string) {
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
+			if err != nil {
+				continue
+			}
+			for _, h := range homes {
+				if strings.HasPrefix(exe, h+"/") {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
 }
