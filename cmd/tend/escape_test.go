@@ -50,8 +50,15 @@ failure_threshold = 1
 	startUp(t, tend, conf)
 	t.Cleanup(func() { c.Shutdown() })
 	waitRunning(t, c, "evil:0")
+	var last program.Status
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("evil:0 last seen: status text %q, why %q, processes %+v", last.StatusText, last.Why, last.Processes)
+		}
+	})
 	testutil.Eventually(t, "the status text, the probe's why and exec -a", func() bool {
 		st, err := c.Status("evil:0")
+		last = st
 		return err == nil && st.StatusText == evilStatus && strings.Contains(st.Why, evilProbe) &&
 			len(st.Processes) > 0 && strings.HasPrefix(st.Processes[0].Cmd, evilArgv0)
 	})
