@@ -15,6 +15,7 @@ import (
 
 	"github.com/tend-sh/tend/internal/cli"
 	"github.com/tend-sh/tend/internal/roles"
+	"github.com/tend-sh/tend/internal/whole"
 )
 
 var (
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	roles.Be() // the shim or the keeper, when the daemon re-executes this binary as one
 	switch {
 	case filepath.Base(os.Args[0]) == "tend":
-		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(cli.Main(context.Background(), whole.Parts, os.Args[1:], os.Stdout, os.Stderr))
 	case os.Getenv(helperEnv) == "notifier":
 		notifier()
 	}

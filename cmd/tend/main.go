@@ -15,10 +15,8 @@ import (
 	"runtime"
 
 	"github.com/tend-sh/tend/internal/cli"
-	"github.com/tend-sh/tend/internal/client/ws"
-	"github.com/tend-sh/tend/internal/daemon"
 	"github.com/tend-sh/tend/internal/roles"
-	"github.com/tend-sh/tend/internal/terminal/vt"
+	"github.com/tend-sh/tend/internal/whole"
 )
 
 func main() {
@@ -27,20 +25,5 @@ func main() {
 	// bucket table (about a megabyte touched) alive in a daemon that
 	// should weigh little.
 	runtime.MemProfileRate = 0
-	os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(context.Background(), whole.Parts, os.Args[1:], os.Stdout, os.Stderr))
 }
-
-// parts are what the lean CLI leaves out: the daemon, the WebSocket of an
-// attach and the emulator.
-var parts = cli.Parts{
-	Daemon: func(ctx context.Context, r cli.UpRequest) error {
-		return daemon.Run(ctx, daemon.Options{ConfigPath: r.ConfigPath, JSON: r.JSON, Stderr: r.Stderr, Format: cli.FormatEvent, Version: r.Version})
-	},
-	Attach: ws.Attach,
-	Screen: func(cols, rows int) cli.Emulator { return cellScreen{vt.NewScreen(vt.Size{Cols: cols, Rows: rows})} },
-}
-
-// cellScreen is vt's screen resized in cells, as an attach asks.
-type cellScreen struct{ *vt.Screen }
-
-func (s cellScreen) Resize(cols, rows int) { s.Screen.Resize(vt.Size{Cols: cols, Rows: rows}) }

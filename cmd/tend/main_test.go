@@ -20,6 +20,7 @@ import (
 	"github.com/tend-sh/tend/internal/cli"
 	"github.com/tend-sh/tend/internal/roles"
 	"github.com/tend-sh/tend/internal/testutil"
+	"github.com/tend-sh/tend/internal/whole"
 )
 
 // The scripts in testdata/script drive the real tend binary (this test
@@ -28,8 +29,8 @@ import (
 func TestMain(m *testing.M) {
 	roles.Be()
 	testscript.Main(m, map[string]func(){
-		"tend":           func() { os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr)) },
-		"tend-daemon":    func() { os.Exit(cli.Main(context.Background(), parts, os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend":           func() { os.Exit(cli.Main(context.Background(), whole.Parts, os.Args[1:], os.Stdout, os.Stderr)) },
+		"tend-daemon":    func() { os.Exit(cli.Main(context.Background(), whole.Parts, os.Args[1:], os.Stdout, os.Stderr)) },
 		"tend-flip":      flipMain,
 		"tend-hog":       hogMain,
 		"tend-beat":      beatMain,

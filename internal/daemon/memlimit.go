@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -28,6 +29,14 @@ import (
 // as a fleet grows it rises after each collection (a heap that outgrows it
 // costs one early collection, never a collector running without end), and
 // it falls as the fleet shrinks. An operator's GOMEMLIMIT is left alone.
+//
+// The limit alone paces the collector: GOGC is off while it is kept (a
+// first limit is set at start, since then nothing else would start a
+// collection). The limit's headroom is far under GOGC's, so GOGC never
+// started a collection anyway; off, it also stops Go's forced collection
+// of a heap left untouched for two minutes, which at 10,000 instances was
+// most of an idle daemon's CPU (docs/daemon.md#what-wakes-an-idle-daemon).
+// An operator's GOGC is left alone too.
 const (
 	headroomFloor = 4 << 20
 	headroomShare = 5 // headroom is the live heap over this, at least the floor
@@ -42,9 +51,10 @@ func memLimit(other, live uint64) int64 {
 // limiter sets the limit after every collection while any daemon of the
 // process runs (tests run several).
 var limiter struct {
-	mu    sync.Mutex // guards users and armed
+	mu    sync.Mutex // guards the rest
 	users int        // daemons running; 0: the limit is off
 	armed bool       // a sentinel waits for the next collection
+	gogc  int        // GOGC as it was, while the limit turned it off; 0: not turned off
 }
 
 // startLimit begins setting the limit after each collection, unless the
@@ -56,6 +66,12 @@ func startLimit() (stop func()) {
 	if limiter.users == 0 && debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		return func() {} // GOMEMLIMIT: the operator's
 	}
+	if limiter.users == 0 {
+		debug.SetMemoryLimit(memLimit(readUse()))
+		if os.Getenv("GOGC") == "" {
+			limiter.gogc = debug.SetGCPercent(-1)
+		}
+	}
 	if !limiter.armed {
 		armLimit()
 	}
@@ -66,6 +82,10 @@ func startLimit() (stop func()) {
 			limiter.mu.Lock()
 			defer limiter.mu.Unlock()
 			if limiter.users--; limiter.users == 0 {
+				if limiter.gogc != 0 { // first: no moment with neither a limit nor GOGC
+					debug.SetGCPercent(limiter.gogc)
+					limiter.gogc = 0
+				}
 				debug.SetMemoryLimit(math.MaxInt64)
 			}
 		})

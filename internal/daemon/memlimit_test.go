@@ -44,6 +44,9 @@ func TestLimitFollowsCollections(t *testing.T) {
 	if l := debug.SetMemoryLimit(-1); l < int64(live) || l > memLimit(other, live)+64<<20 {
 		t.Errorf("limit %d with %d live and %d other", l, live, other)
 	}
+	if g := debug.SetGCPercent(-1); g != -1 {
+		t.Errorf("GOGC %d while the limit paces the collector", g)
+	}
 	stop()
 	stop() // idempotent
 	if debug.SetMemoryLimit(-1) == math.MaxInt64 {
@@ -52,6 +55,9 @@ func TestLimitFollowsCollections(t *testing.T) {
 	again()
 	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
 		t.Errorf("limit %d once no daemon runs", l)
+	}
+	if g := debug.SetGCPercent(100); g != 100 {
+		t.Errorf("GOGC %d once no daemon runs, want 100 back", g)
 	}
 	runtime.GC()
 	runtime.GC()
