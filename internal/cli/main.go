@@ -110,8 +110,7 @@ An id is NAME:K (one instance), NAME (every instance of a program) or all.`,
 	pf.StringVarP(&e.config, "config", "c", "", "the config `FILE` (TOML or Procfile); the daemon's socket is in its state_dir")
 	pf.StringVar(&e.socket, "socket", "", "the daemon's socket `PATH` (default: from -c, $TEND_SOCKET, $TEND_CONFIG or the nearest tend.toml)")
 	verbs := e.verbs()
-	// completion and man read the whole tree.
-	if i := slices.IndexFunc(verbs, func(v verb) bool { return v.name == only }); i >= 0 && only != "completion" && only != "man" {
+	if i := slices.IndexFunc(verbs, func(v verb) bool { return v.name == only }); i >= 0 {
 		root.AddCommand(verbs[i].make())
 		return root
 	}
@@ -143,8 +142,9 @@ func (e *env) verbs() []verb {
 }
 
 // soleVerb is the verb a command line names, when it names one before
-// anything but the global flags; "" when it names none, asks for help or
-// completion, or puts another flag first: those need the whole tree.
+// anything but the global flags; "" when it names none, asks for help,
+// completion or the man pages (they read the whole tree), or puts another
+// flag first.
 func soleVerb(args []string) string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -152,7 +152,7 @@ func soleVerb(args []string) string {
 		case a == "-c" || a == "--config" || a == "--socket":
 			i++ // the flag's value
 		case strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--socket=") || (strings.HasPrefix(a, "-c") && len(a) > 2 && a[2] != '-'):
-		case strings.HasPrefix(a, "-") || a == "help" || strings.HasPrefix(a, "__"):
+		case strings.HasPrefix(a, "-") || a == "help" || a == "completion" || a == "man" || strings.HasPrefix(a, "__"):
 			return "" // --help, completion, a flag of no verb
 		default:
 			return a

@@ -37,6 +37,8 @@ func TestSoleVerb(t *testing.T) {
 		{[]string{"--help", "ps"}, ""},
 		{[]string{"help", "ps"}, ""},
 		{[]string{"__complete", "st"}, ""},
+		{[]string{"completion", "bash"}, ""},
+		{[]string{"-c", "x.toml", "man", "/tmp/m"}, ""},
 		{[]string{"--socket"}, ""},
 		{nil, ""},
 	} {
